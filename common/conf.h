@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * phalanx.yaml: the site configuration read by the plugin, the launcher,
+ * the daemon and the CLI. Strict: an unknown key, a wrong type or a bad
+ * value is refused with "FILE:LINE:COL: key 'a.b': reason". Defaults and
+ * every key are documented in phalanx.yaml(5).
+ */
+#ifndef PHX_CONF_H
+#define PHX_CONF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "common/log.h"
+
+#define PHX_CONF_DEFAULT_PATH PHX_SYSCONFDIR "/phalanx/phalanx.yaml"
+
+enum phx_place_mode { PHX_PLACE_TOPO, PHX_PLACE_BLOCK, PHX_PLACE_OFF };
+enum phx_isolate_mode { PHX_ISOLATE_JOB, PHX_ISOLATE_TASK, PHX_ISOLATE_OFF };
+
+struct phx_conf {
+	char *source; /* file the values came from, NULL for built-in defaults */
+	enum phx_log_level log_level;
+	char *key_file;
+	char *state_dir;
+	struct {
+		enum phx_place_mode mode;
+		char *topology_conf;
+	} placement;
+	struct {
+		enum phx_isolate_mode mode;
+	} isolation;
+	struct {
+		bool enabled;
+		bool drain_on_failure;
+		int timeout_s;
+	} health;
+	struct {
+		char *listen;
+		char *address;
+		char *socket;
+	} ckptd;
+	struct {
+		int keep;
+	} checkpoint;
+	struct {
+		int hang_timeout_s;
+		int max_restarts;
+	} launcher;
+};
+
+const char *phx_place_mode_name(enum phx_place_mode mode);
+const char *phx_isolate_mode_name(enum phx_isolate_mode mode);
+int phx_place_mode_parse(const char *s, enum phx_place_mode *mode);
+int phx_isolate_mode_parse(const char *s, enum phx_isolate_mode *mode);
+
+/* Fills in the documented defaults; returns 0 or -1 (out of memory). */
+int phx_conf_defaults(struct phx_conf *conf);
+/* Defaults, then the file. On error conf holds defaults only and err says why. */
+int phx_conf_load_file(const char *path, struct phx_conf *conf, char *err, size_t errlen);
+int phx_conf_load_buffer(const char *name, const char *buf, size_t len,
+			 struct phx_conf *conf, char *err, size_t errlen);
+/* Prints the effective configuration as valid phalanx.yaml. */
+void phx_conf_dump(const struct phx_conf *conf, FILE *out);
+void phx_conf_free(struct phx_conf *conf);
+
+#endif

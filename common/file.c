@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/file.h"
+
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int phx_file_sync_parent(const char *path)
+{
+	char copy[PATH_MAX];
+	int fd, rc = 0;
+
+	if (strlen(path) >= sizeof(copy))
+		return -ENAMETOOLONG;
+	strcpy(copy, path);
+	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+int phx_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+	char tmp[PATH_MAX];
+	int fd, rc;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fchmod(fd, mode) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	rc = write_all(fd, data, len);
+	if (rc)
+		goto fail;
+	if (fsync(fd) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (close(fd) < 0) {
+		rc = -errno;
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	return phx_file_sync_parent(path);
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return rc;
+}
+
+int phx_file_read(const char *path, size_t max_bytes, char **data, size_t *len)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t used = 0, cap;
+	int fd, rc;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = -EINVAL;
+		goto out;
+	}
+	if ((size_t)st.st_size > max_bytes) {
+		rc = -EFBIG;
+		goto out;
+	}
+	/* The size may change under us: read until EOF, bounded by max_bytes. */
+	cap = (size_t)st.st_size + 1;
+	buf = malloc(cap);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		ssize_t n;
+
+		if (used + 1 == cap) {
+			char *grown;
+
+			if (used >= max_bytes) {
+				char probe;
+				ssize_t got = read(fd, &probe, 1);
+
+				if (got == 0)
+					break;
+				rc = got < 0 ? -errno : -EFBIG;
+				goto out;
+			}
+			cap = cap * 2 > max_bytes + 1 ? max_bytes + 1 : cap * 2;
+			grown = realloc(buf, cap);
+			if (!grown) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			buf = grown;
+		}
+		n = read(fd, buf + used, cap - 1 - used);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		used += (size_t)n;
+	}
+	buf[used] = '\0';
+	*data = buf;
+	*len = used;
+	buf = NULL;
+	rc = 0;
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Crash-safe file helpers: a reader never sees a half-written file. */
+#ifndef PHX_FILE_H
+#define PHX_FILE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/*
+ * Writes data to path atomically: a temporary file in the same directory,
+ * fsync, rename over path, fsync of the directory. Returns 0 or -errno;
+ * on failure path is untouched and no temporary file is left behind.
+ */
+int phx_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode);
+
+/*
+ * Reads a whole regular file of at most max_bytes into a NUL-terminated
+ * malloc'd buffer. Returns 0 or -errno (-EFBIG when larger than max_bytes).
+ */
+int phx_file_read(const char *path, size_t max_bytes, char **data, size_t *len);
+
+/* fsync of the directory holding path, so a rename in it is durable. */
+int phx_file_sync_parent(const char *path);
+
+#endif

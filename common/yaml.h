@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * A strict YAML document tree on top of libyaml. Every Phalanx file that a
+ * human writes (phalanx.yaml, fabric files) is read through it, so all of
+ * them refuse the same things (aliases, several documents, duplicate keys,
+ * oversized input) and report errors the same way: "FILE:LINE:COL: ...".
+ */
+#ifndef PHX_YAML_H
+#define PHX_YAML_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Refuse bigger files: config and fabric files are never this large. */
+#define PHX_YAML_MAX_BYTES (16u << 20)
+#define PHX_YAML_MAX_DEPTH 32
+
+enum phx_ynode_type {
+	PHX_YSCALAR,
+	PHX_YSEQ,
+	PHX_YMAP,
+};
+
+struct phx_ynode {
+	enum phx_ynode_type type;
+	unsigned line;   /* 1-based, where the node starts */
+	unsigned column; /* 1-based */
+	char *key;       /* set when the node is a value in a mapping */
+	char *value;     /* scalars only */
+	bool quoted;     /* scalar was quoted: never a bool/number/null */
+	struct phx_ynode **items; /* sequence items or mapping values, in order */
+	size_t n_items;
+};
+
+struct phx_ydoc {
+	char *name; /* file name used in messages */
+	struct phx_ynode *root; /* NULL for an empty document */
+};
+
+/* Error text goes to err ("FILE:LINE:COL: what"); return 0 or -1. */
+int phx_ydoc_load_file(const char *path, struct phx_ydoc **doc, char *err, size_t errlen);
+int phx_ydoc_load_buffer(const char *name, const char *buf, size_t len,
+			 struct phx_ydoc **doc, char *err, size_t errlen);
+void phx_ydoc_free(struct phx_ydoc *doc);
+
+/* Child of a mapping by key, or NULL. */
+const struct phx_ynode *phx_ynode_get(const struct phx_ynode *map, const char *key);
+const char *phx_ynode_type_name(enum phx_ynode_type type);
+
+/*
+ * Typed scalar conversions. On failure they write
+ * "FILE:LINE:COL: key 'KEY': expected ..., got '...'" into err.
+ */
+int phx_ynode_string(const struct phx_ydoc *doc, const struct phx_ynode *node,
+		     const char **out, char *err, size_t errlen);
+int phx_ynode_bool(const struct phx_ydoc *doc, const struct phx_ynode *node,
+		   bool *out, char *err, size_t errlen);
+int phx_ynode_int(const struct phx_ydoc *doc, const struct phx_ynode *node,
+		  long long min, long long max, long long *out, char *err, size_t errlen);
+int phx_ynode_double(const struct phx_ydoc *doc, const struct phx_ynode *node,
+		     double min, double max, double *out, char *err, size_t errlen);
+/* choices is NULL-terminated; *out is the index of the match. */
+int phx_ynode_enum(const struct phx_ydoc *doc, const struct phx_ynode *node,
+		   const char *const *choices, int *out, char *err, size_t errlen);
+/* Formats "FILE:LINE:COL: key 'KEY': " + fmt into err; always returns -1. */
+int phx_ynode_error(const struct phx_ydoc *doc, const struct phx_ynode *node,
+		    char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+#endif

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Phalanx public API, used from inside training processes.
+ * See phalanx(3) and phalanx(7).
+ */
+#ifndef PHALANX_H
+#define PHALANX_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PHX_VERSION_MAJOR 0
+#define PHX_VERSION_MINOR 1
+#define PHX_VERSION_PATCH 0
+
+/* Error codes returned (negated) by phx_* calls. */
+enum phx_status {
+	PHX_OK = 0,
+	PHX_EINVAL = 1,  /* a bad argument */
+	PHX_ENOMEM = 2,  /* out of memory */
+	PHX_EIO = 3,     /* an I/O error */
+	PHX_ENOENT = 4,  /* nothing to restore, no such generation */
+	PHX_EAUTH = 5,   /* the job token was refused */
+	PHX_ESTATE = 6,  /* called in the wrong order */
+	PHX_ENOAGENT = 7 /* no Phalanx agent is supervising this process */
+};
+
+/* The library's version as "MAJOR.MINOR.PATCH". */
+const char *phx_version(void);
+/* A sentence for a status code (positive or negated); never NULL. */
+const char *phx_strerror(int status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,9 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Subcommands of the phalanx tool; each returns the process exit status. */
+#ifndef PHX_COMMANDS_H
+#define PHX_COMMANDS_H
+
+int phx_cmd_config(int argc, char **argv);
+int phx_cmd_hostlist(int argc, char **argv);
+
+#endif

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* phalanx(1): the admin and user command line tool. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "launcher/commands.h"
+
+struct phx_command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct phx_command commands[] = {
+	{ "config", phx_cmd_config, "check or show phalanx.yaml" },
+	{ "hostlist", phx_cmd_hostlist, "expand or compress Slurm host lists" },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: phalanx [--version] COMMAND [ARGS]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\nSee phalanx(1) and phalanx(7).\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("phalanx %s\n", PACKAGE_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	}
+	phx_error("unknown command '%s'; run 'phalanx --help' for the list", argv[1]);
+	return 2;
+}
