@@ -14,6 +14,8 @@
 /* Refuse bigger files: config and fabric files are never this large. */
 #define PHX_YAML_MAX_BYTES (16u << 20)
 #define PHX_YAML_MAX_DEPTH 32
+/* Bounds the tree's memory: a 16 MiB flow list would be 8M nodes. */
+#define PHX_YAML_MAX_NODES (1u << 20)
 
 enum phx_ynode_type {
 	PHX_YSCALAR,
@@ -30,6 +32,10 @@ struct phx_ynode {
 	bool quoted;     /* scalar was quoted: never a bool/number/null */
 	struct phx_ynode **items; /* sequence items or mapping values, in order */
 	size_t n_items;
+	struct phx_ynode *parent; /* NULL for the root */
+	size_t index;             /* position in parent->items */
+	unsigned key_line;        /* where the key starts, when key is set */
+	unsigned key_column;
 };
 
 struct phx_ydoc {
@@ -42,6 +48,12 @@ int phx_ydoc_load_file(const char *path, struct phx_ydoc **doc, char *err, size_
 int phx_ydoc_load_buffer(const char *name, const char *buf, size_t len,
 			 struct phx_ydoc **doc, char *err, size_t errlen);
 void phx_ydoc_free(struct phx_ydoc *doc);
+
+/*
+ * Writes the node's place in the document, e.g. "placement.mode" or
+ * "switches[3].nodes" ("" for the root); returns out.
+ */
+char *phx_ynode_path(const struct phx_ynode *node, char *out, size_t outlen);
 
 /* Child of a mapping by key, or NULL. */
 const struct phx_ynode *phx_ynode_get(const struct phx_ynode *map, const char *key);
@@ -66,5 +78,14 @@ int phx_ynode_enum(const struct phx_ydoc *doc, const struct phx_ynode *node,
 int phx_ynode_error(const struct phx_ydoc *doc, const struct phx_ynode *node,
 		    char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
+/* Like phx_ynode_error but at the key's position, without the key prefix. */
+int phx_ynode_key_error(const struct phx_ydoc *doc, const struct phx_ynode *node,
+			char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* Edit distance (capped at 255), for "did you mean" hints. */
+unsigned phx_yaml_distance(const char *a, const char *b);
+/* The choice closest to word (distance <= 2 or same letters' case), or NULL. */
+const char *phx_yaml_suggest(const char *word, const char *const *choices, size_t n);
 
 #endif

@@ -17,7 +17,7 @@
 #include "tests/fuzz/fuzz.h"
 
 #define MAX_SEEDS 512
-#define MAX_INPUT (64u << 10)
+#define FUZZ_MAX_INPUT (64u << 10)
 
 struct seed {
 	uint8_t *data;
@@ -48,7 +48,7 @@ static size_t load_seeds(const char *dir, struct seed *seeds)
 
 		if (ents[i]->d_name[0] != '.' && n < MAX_SEEDS &&
 		    snprintf(path, sizeof(path), "%s/%s", dir, ents[i]->d_name) < (int)sizeof(path) &&
-		    phx_file_read(path, MAX_INPUT, &data, &len) == 0) {
+		    phx_file_read(path, FUZZ_MAX_INPUT, &data, &len) == 0) {
 			seeds[n].data = (uint8_t *)data;
 			seeds[n].len = len;
 			n++;
@@ -79,7 +79,7 @@ static size_t mutate(uint8_t *buf, size_t len, const struct seed *seeds, size_t 
 				buf[pos] = (uint8_t)rng();
 			break;
 		case 2: /* insert a byte */
-			if (len < MAX_INPUT) {
+			if (len < FUZZ_MAX_INPUT) {
 				memmove(buf + pos + 1, buf + pos, len - pos);
 				buf[pos] = (uint8_t)"\n:-[],{}*=0 \"'&!#9"[rng() % 18];
 				len++;
@@ -96,8 +96,8 @@ static size_t mutate(uint8_t *buf, size_t len, const struct seed *seeds, size_t 
 				size_t from = rng() % other->len;
 
 				chunk = 1 + rng() % (other->len - from);
-				if (len + chunk > MAX_INPUT)
-					chunk = MAX_INPUT - len;
+				if (len + chunk > FUZZ_MAX_INPUT)
+					chunk = FUZZ_MAX_INPUT - len;
 				memmove(buf + pos + chunk, buf + pos, len - pos);
 				memcpy(buf + pos, other->data + from, chunk);
 				len += chunk;
@@ -105,7 +105,7 @@ static size_t mutate(uint8_t *buf, size_t len, const struct seed *seeds, size_t 
 			break;
 		default: /* duplicate a run: grows nesting and lists */
 			chunk = len - pos ? 1 + rng() % (len - pos) : 0;
-			if (len + chunk <= MAX_INPUT) {
+			if (len + chunk <= FUZZ_MAX_INPUT) {
 				memmove(buf + pos + chunk, buf + pos, len - pos);
 				len += chunk;
 			}
@@ -139,7 +139,7 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < n; i++)
 		LLVMFuzzerTestOneInput(seeds[i].data, seeds[i].len);
-	buf = malloc(MAX_INPUT);
+	buf = malloc(FUZZ_MAX_INPUT);
 	if (!buf)
 		return 1;
 	rng_state = seed ? seed : 1;
