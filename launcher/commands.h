@@ -5,5 +5,6 @@
 
 int phx_cmd_config(int argc, char **argv);
 int phx_cmd_hostlist(int argc, char **argv);
+int phx_cmd_keygen(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@ struct phx_command {
 static const struct phx_command commands[] = {
 	{ "config", phx_cmd_config, "check or show phalanx.yaml" },
 	{ "hostlist", phx_cmd_hostlist, "expand or compress Slurm host lists" },
+	{ "keygen", phx_cmd_keygen, "create the cluster key that signs job tokens" },
 };
 
 static void usage(FILE *out)
