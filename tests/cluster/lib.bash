@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# Shared by the cluster tests (bats). They run against a lab cluster that
+# tests/cluster/run brings up; SLURM_CONF and PHX_BUILD_DIR come from it.
+
+bats_require_minimum_version 1.5.0
+
+LAB_CMD=$BATS_TEST_DIRNAME/lab
+
+# Fails the file early, with a hint, when there is no lab to talk to.
+require_lab()
+{
+	if [ -z "${SLURM_CONF:-}" ] || [ -z "${PHX_BUILD_DIR:-}" ]; then
+		echo "phalanx: cluster tests: SLURM_CONF and PHX_BUILD_DIR are not set;" \
+		     "run them through tests/cluster/run" >&2
+		return 1
+	fi
+	if ! timeout 10 sinfo -h >/dev/null 2>&1; then
+		echo "phalanx: cluster tests: no slurmctld answers for $SLURM_CONF;" \
+		     "run them through tests/cluster/run or 'lab up'" >&2
+		return 1
+	fi
+}
+
+# wait_for SECONDS COMMAND...: runs COMMAND every 0.1 s until it succeeds;
+# fails when it never does. A bound on the wait, never a timing assertion.
+wait_for()
+{
+	local limit=$1 n
+	shift
+
+	for ((n = 0; n < limit * 10; n++)); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	echo "gave up after ${limit}s waiting for: $*" >&2
+	return 1
+}
+
+job_state()
+{
+	scontrol show job "$1" -o 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2
+}
+
+job_field()
+{
+	scontrol show job "$1" -o 2>/dev/null | tr ' ' '\n' | grep "^$2=" | cut -d= -f2-
+}
+
+job_finished()
+{
+	case $(job_state "$1") in
+	COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | \
+	BOOT_FAIL | DEADLINE | PREEMPTED)
+		return 0 ;;
+	esac
+	return 1
+}
+
+# Slurm's state of a node, e.g. "idle", "idle*" (not responding), "down*".
+node_state()
+{
+	sinfo -h -N -n "$1" -o %T 2>/dev/null | head -n 1
+}
+
+node_not_responding()
+{
+	case $(node_state "$1") in
+	*'*') return 0 ;;
+	esac
+	return 1
+}
+
+node_down()
+{
+	case $(node_state "$1") in
+	down*) return 0 ;;
+	esac
+	return 1
+}
+
+node_idle()
+{
+	[ "$(node_state "$1")" = idle ]
+}
+
+# The lab's plugstack.conf loads the Phalanx plugin (not 'up --no-plugin').
+lab_has_plugin()
+{
+	grep -q '^required .*spank_phalanx' "$(dirname "$SLURM_CONF")/plugstack.conf" 2>/dev/null
+}
+
+# Comma separated list -> one item per line, sorted.
+split_sorted()
+{
+	tr ',' '\n' <<<"$1" | grep . | sort
+}
+
+# After 'run': bats prints a test's output only when the test fails.
+show_run()
+{
+	printf 'status: %s\nstdout:\n%s\nstderr:\n%s\n' "$status" "$output" "${stderr:-}"
+}
