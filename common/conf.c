@@ -1,0 +1,597 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * phalanx.yaml loader. The schema is one table: a key is added by adding a
+ * row (and a field to struct phx_conf, a paragraph to phalanx.yaml(5) and a
+ * line to etc/phalanx.yaml). Values are read into a scratch struct and only
+ * copied out when the whole file is good, so a bad file never half-applies.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/conf.h"
+#include "common/yaml.h"
+
+enum key_type {
+	K_ENUM,
+	K_BOOL,
+	K_INT,
+	K_PATH,     /* absolute path */
+	K_HOSTPORT, /* HOST:PORT */
+	K_SKIP,     /* accepted, read by another module */
+};
+
+#define K_EMPTY_OK 0x1 /* "" is allowed and means "not set" */
+
+struct conf_key {
+	const char *name;
+	enum key_type type;
+	size_t offset;
+	long long min, max;         /* K_INT: range; strings: max length */
+	const char *const *choices; /* K_ENUM, NULL-terminated */
+	const char *def;            /* default, as written in YAML */
+	unsigned flags;
+	const char *doc;
+};
+
+#define OFF(field) offsetof(struct phx_conf, field)
+#define FIELD(conf, row, type) ((type *)(void *)((char *)(conf) + (row)->offset))
+#define PATH_LEN 4095
+/* sockaddr_un.sun_path holds 108 bytes with the NUL. */
+#define SOCKET_PATH_LEN 107
+#define NAME_LEN 128
+
+static const char *const level_names[] = { "error", "warn", "info", "debug", NULL };
+static const char *const place_names[] = { "topo", "block", "off", NULL };
+static const char *const isolate_names[] = { "job", "task", "off", NULL };
+
+_Static_assert(sizeof(enum phx_log_level) == sizeof(int), "enums are stored as int");
+_Static_assert(sizeof(enum phx_place_mode) == sizeof(int), "enums are stored as int");
+_Static_assert(sizeof(enum phx_isolate_mode) == sizeof(int), "enums are stored as int");
+
+/* Rows of one section stay together: the dump and the key lists rely on it. */
+static const struct conf_key keys[] = {
+	{ "log_level", K_ENUM, OFF(log_level), 0, 0, level_names, "info", 0,
+	  "least severe message logged: error, warn, info or debug" },
+	{ "key_file", K_PATH, OFF(key_file), 0, PATH_LEN, NULL, "/etc/phalanx/key", 0,
+	  "secret for job tokens, made by 'phalanx keygen'" },
+	{ "state_dir", K_PATH, OFF(state_dir), 0, PATH_LEN, NULL, "/var/lib/phalanx", 0,
+	  "where phalanx-ckptd keeps its state" },
+	{ "placement.mode", K_ENUM, OFF(placement.mode), 0, 0, place_names, "topo", 0,
+	  "rank placement: topo, block or off" },
+	{ "placement.topology_conf", K_PATH, OFF(placement.topology_conf), 0, PATH_LEN, NULL,
+	  "", K_EMPTY_OK, "Slurm topology.conf to read; \"\" = the one next to slurm.conf" },
+	{ "isolation.mode", K_ENUM, OFF(isolation.mode), 0, 0, isolate_names, "job", 0,
+	  "GPU isolation: job, task or off" },
+	{ "health.enabled", K_BOOL, OFF(health.enabled), 0, 0, NULL, "true", 0,
+	  "run node health checks in the job prolog" },
+	{ "health.drain_on_failure", K_BOOL, OFF(health.drain_on_failure), 0, 0, NULL, "true", 0,
+	  "drain a node that fails a check" },
+	{ "health.timeout", K_INT, OFF(health.timeout_s), 1, 3600, NULL, "30", 0,
+	  "seconds the checks may take" },
+	{ "ckptd.listen", K_HOSTPORT, OFF(ckptd.listen), 0, 255, NULL, "0.0.0.0:7720", 0,
+	  "HOST:PORT phalanx-ckptd listens on" },
+	{ "ckptd.address", K_HOSTPORT, OFF(ckptd.address), 0, 255, NULL, "", K_EMPTY_OK,
+	  "HOST:PORT jobs reach phalanx-ckptd at; \"\" = not used" },
+	{ "ckptd.socket", K_PATH, OFF(ckptd.socket), 0, SOCKET_PATH_LEN, NULL,
+	  "/run/phalanx/ckptd.sock", 0, "local socket of phalanx-ckptd" },
+	{ "checkpoint.keep", K_INT, OFF(checkpoint.keep), 1, 1000, NULL, "3", 0,
+	  "committed checkpoint generations kept per job" },
+	{ "launcher.hang_timeout", K_INT, OFF(launcher.hang_timeout_s), 10, 86400, NULL, "600", 0,
+	  "seconds without a heartbeat before ranks count as hung" },
+	{ "launcher.max_restarts", K_INT, OFF(launcher.max_restarts), 0, 1000, NULL, "3", 0,
+	  "in-job restarts before the launcher gives up" },
+	/* Read by common/fabric.c from the same tree; described in phalanx-plan(1). */
+	{ "fabric", K_SKIP, 0, 0, 0, NULL, NULL, 0, "fabric description" },
+};
+
+#define N_KEYS (sizeof(keys) / sizeof(keys[0]))
+
+static int errf(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static int name_index(const char *const *names, const char *s)
+{
+	for (int i = 0; s && names[i]; i++) {
+		if (!strcmp(s, names[i]))
+			return i;
+	}
+	return -1;
+}
+
+const char *phx_place_mode_name(enum phx_place_mode mode)
+{
+	return mode >= PHX_PLACE_TOPO && mode <= PHX_PLACE_OFF ? place_names[mode] : "unknown";
+}
+
+const char *phx_isolate_mode_name(enum phx_isolate_mode mode)
+{
+	return mode >= PHX_ISOLATE_JOB && mode <= PHX_ISOLATE_OFF ? isolate_names[mode] : "unknown";
+}
+
+int phx_place_mode_parse(const char *s, enum phx_place_mode *mode)
+{
+	int i = name_index(place_names, s);
+
+	if (i < 0)
+		return -1;
+	*mode = (enum phx_place_mode)i;
+	return 0;
+}
+
+int phx_isolate_mode_parse(const char *s, enum phx_isolate_mode *mode)
+{
+	int i = name_index(isolate_names, s);
+
+	if (i < 0)
+		return -1;
+	*mode = (enum phx_isolate_mode)i;
+	return 0;
+}
+
+static bool is_string(const struct conf_key *k)
+{
+	return k->type == K_PATH || k->type == K_HOSTPORT;
+}
+
+void phx_conf_free(struct phx_conf *conf)
+{
+	if (!conf)
+		return;
+	for (size_t i = 0; i < N_KEYS; i++) {
+		if (is_string(&keys[i]))
+			free(*FIELD(conf, &keys[i], char *));
+	}
+	free(conf->source);
+	memset(conf, 0, sizeof(*conf));
+}
+
+int phx_conf_defaults(struct phx_conf *conf)
+{
+	memset(conf, 0, sizeof(*conf));
+	for (size_t i = 0; i < N_KEYS; i++) {
+		const struct conf_key *k = &keys[i];
+
+		switch (k->type) {
+		case K_ENUM:
+			*FIELD(conf, k, int) = name_index(k->choices, k->def);
+			break;
+		case K_BOOL:
+			*FIELD(conf, k, bool) = !strcmp(k->def, "true");
+			break;
+		case K_INT:
+			*FIELD(conf, k, int) = atoi(k->def);
+			break;
+		case K_PATH:
+		case K_HOSTPORT:
+			*FIELD(conf, k, char *) = strdup(k->def);
+			if (!*FIELD(conf, k, char *))
+				goto nomem;
+			break;
+		case K_SKIP:
+			break;
+		}
+	}
+	return 0;
+nomem:
+	phx_conf_free(conf);
+	return -1;
+}
+
+/* ------------------------------------------------------------ values */
+
+struct loader {
+	const struct phx_ydoc *doc;
+	struct phx_conf *conf;
+	char *err;
+	size_t errlen;
+};
+
+/* NULL if s is a valid HOST:PORT, else what is wrong with it. */
+static const char *hostport_problem(const char *s)
+{
+	const char *colon = strrchr(s, ':');
+	size_t hlen;
+	long port = 0;
+
+	if (!colon)
+		return "no ':PORT'";
+	hlen = (size_t)(colon - s);
+	if (!hlen)
+		return "no host before ':'; use 0.0.0.0 for every address";
+	if (s[0] == '[') {
+		if (hlen < 3 || s[hlen - 1] != ']' || memchr(s + 1, ']', hlen - 2))
+			return "an IPv6 address must be in brackets, like [::1]:7720";
+		if (strspn(s + 1, "0123456789abcdefABCDEF:.") != hlen - 2)
+			return "bad character in the IPv6 address";
+	} else {
+		if (memchr(s, ':', hlen))
+			return "an IPv6 address must be in brackets, like [::1]:7720";
+		if (strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
+		    != hlen)
+			return "bad character in the host name";
+	}
+	if (!colon[1] || strlen(colon + 1) > 5 || strspn(colon + 1, "0123456789") !=
+	    strlen(colon + 1))
+		return "the port must be a number from 1 to 65535";
+	port = strtol(colon + 1, NULL, 10);
+	if (port < 1 || port > 65535)
+		return "the port must be a number from 1 to 65535";
+	return NULL;
+}
+
+/* Length of a Unicode line break (NEL, LS, PS) at s: YAML folds them. */
+static size_t unicode_break(const char *s)
+{
+	if (!strncmp(s, "\xc2\x85", 2))
+		return 2;
+	if (!strncmp(s, "\xe2\x80\xa8", 3) || !strncmp(s, "\xe2\x80\xa9", 3))
+		return 3;
+	return 0;
+}
+
+static int check_string(const struct loader *l, const struct conf_key *k,
+			const struct phx_ynode *node, const char *s)
+{
+	const char *problem;
+	size_t len = strlen(s);
+
+	for (size_t i = 0; i < len; i++) {
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f || unicode_break(s + i))
+			return phx_ynode_error(l->doc, node, l->err, l->errlen,
+					       "control character or line break in the value; "
+					       "remove it");
+	}
+	if (!len && (k->flags & K_EMPTY_OK))
+		return 0;
+	if ((long long)len > k->max)
+		return phx_ynode_error(l->doc, node, l->err, l->errlen,
+				       "value is %zu bytes long, at most %lld allowed%s", len,
+				       k->max, k->max == SOCKET_PATH_LEN ?
+				       " (a socket path must fit sockaddr_un)" : "");
+	if (k->type == K_PATH && s[0] != '/')
+		return phx_ynode_error(l->doc, node, l->err, l->errlen,
+				       "expected an absolute path (starting with '/'), "
+				       "got '%.48s'%s", s,
+				       k->flags & K_EMPTY_OK ? "; \"\" for the default" : "");
+	if (k->type == K_HOSTPORT && (problem = hostport_problem(s)))
+		return phx_ynode_error(l->doc, node, l->err, l->errlen,
+				       "expected HOST:PORT like 0.0.0.0:7720, got '%.48s': %s",
+				       s, problem);
+	return 0;
+}
+
+static int apply(const struct loader *l, const struct conf_key *k, const struct phx_ynode *node)
+{
+	const char *s;
+	long long v;
+	char *copy;
+	int e;
+
+	switch (k->type) {
+	case K_ENUM:
+		if (phx_ynode_enum(l->doc, node, k->choices, &e, l->err, l->errlen) < 0)
+			return -1;
+		*FIELD(l->conf, k, int) = e;
+		return 0;
+	case K_BOOL:
+		return phx_ynode_bool(l->doc, node, FIELD(l->conf, k, bool), l->err, l->errlen);
+	case K_INT:
+		if (phx_ynode_int(l->doc, node, k->min, k->max, &v, l->err, l->errlen) < 0)
+			return -1;
+		*FIELD(l->conf, k, int) = (int)v;
+		return 0;
+	case K_PATH:
+	case K_HOSTPORT:
+		if (phx_ynode_string(l->doc, node, &s, l->err, l->errlen) < 0 ||
+		    check_string(l, k, node, s) < 0)
+			return -1;
+		copy = strdup(s);
+		if (!copy)
+			return errf(l->err, l->errlen, "%s: out of memory", l->doc->name);
+		free(*FIELD(l->conf, k, char *));
+		*FIELD(l->conf, k, char *) = copy;
+		return 0;
+	case K_SKIP:
+		return 0;
+	}
+	return -1;
+}
+
+/* ------------------------------------------------------------ schema walk */
+
+static const struct conf_key *find_key(const char *name)
+{
+	for (size_t i = 0; i < N_KEYS; i++) {
+		if (!strcmp(keys[i].name, name))
+			return &keys[i];
+	}
+	return NULL;
+}
+
+/* Is name ("placement") a section, i.e. a prefix of some row's name? */
+static bool is_section(const char *name)
+{
+	size_t len = strlen(name);
+
+	for (size_t i = 0; i < N_KEYS; i++) {
+		if (!strncmp(keys[i].name, name, len) && keys[i].name[len] == '.')
+			return true;
+	}
+	return false;
+}
+
+/* The names directly inside section (NULL = top level), in table order. */
+static size_t section_children(const char *section, const char **out, char names[][NAME_LEN],
+			       size_t max)
+{
+	size_t plen = section ? strlen(section) + 1 : 0, n = 0;
+
+	for (size_t i = 0; i < N_KEYS && n < max; i++) {
+		const char *rest = keys[i].name + plen;
+		size_t len;
+		bool seen = false;
+
+		if (section && (strncmp(keys[i].name, section, plen - 1) ||
+				keys[i].name[plen - 1] != '.'))
+			continue;
+		len = strcspn(rest, ".");
+		for (size_t j = 0; j < n; j++)
+			seen |= strlen(out[j]) == len && !strncmp(out[j], rest, len);
+		if (seen || len >= NAME_LEN)
+			continue;
+		memcpy(names[n], rest, len);
+		names[n][len] = '\0';
+		out[n] = names[n];
+		n++;
+	}
+	return n;
+}
+
+static int unknown_key(const struct loader *l, const struct phx_ynode *node, const char *section,
+		       const char *full)
+{
+	char names[N_KEYS][NAME_LEN], list[512] = "", hint[192] = "";
+	const char *children[N_KEYS], *near;
+	size_t n = section_children(section, children, names, N_KEYS), used = 0;
+
+	for (size_t i = 0; i < n && used < sizeof(list); i++)
+		used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
+					 children[i]);
+	near = phx_yaml_suggest(node->key, children, n);
+	if (near) {
+		snprintf(hint, sizeof(hint), "; did you mean '%s'?", near);
+	} else {
+		/* A right key in the wrong section: "timeout:" at the top. */
+		for (size_t i = 0; i < N_KEYS; i++) {
+			const char *dot = strrchr(keys[i].name, '.');
+
+			if (dot && !strcmp(dot + 1, node->key) && strcmp(keys[i].name, full)) {
+				snprintf(hint, sizeof(hint), "; did you mean '%s'?", keys[i].name);
+				break;
+			}
+		}
+	}
+	if (section)
+		return phx_ynode_key_error(l->doc, node, l->err, l->errlen,
+					   "unknown key '%.128s'; known keys in '%s': %s%s", full,
+					   section, list, hint);
+	return phx_ynode_key_error(l->doc, node, l->err, l->errlen,
+				   "unknown key '%.128s'; known top-level keys: %s%s", full, list,
+				   hint);
+}
+
+static int load_map(const struct loader *l, const struct phx_ynode *map, const char *section);
+
+static int load_section(const struct loader *l, const struct phx_ynode *node, const char *full)
+{
+	char got[64];
+
+	/* "health:" with every key commented out: all defaults. */
+	if (node->type == PHX_YSCALAR && !node->quoted &&
+	    (!node->value[0] || !strcmp(node->value, "~") || !strcmp(node->value, "null")))
+		return 0;
+	if (node->type == PHX_YMAP)
+		return load_map(l, node, full);
+	if (node->type == PHX_YSEQ)
+		snprintf(got, sizeof(got), "a list");
+	else
+		snprintf(got, sizeof(got), "'%.40s'", node->value);
+	return phx_ynode_error(l->doc, node, l->err, l->errlen,
+			       "expected the '%s' section (a mapping of settings, one "
+			       "'name: value' per line below it), got %s", full, got);
+}
+
+static int load_map(const struct loader *l, const struct phx_ynode *map, const char *section)
+{
+	for (size_t i = 0; i < map->n_items; i++) {
+		const struct phx_ynode *node = map->items[i];
+		const struct conf_key *k = NULL;
+		char full[NAME_LEN * 2];
+		int n;
+
+		n = snprintf(full, sizeof(full), "%s%s%s", section ? section : "",
+			     section ? "." : "", node->key);
+		if (n > 0 && (size_t)n < sizeof(full)) {
+			k = find_key(full);
+			if (!k && is_section(full)) {
+				if (load_section(l, node, full) < 0)
+					return -1;
+				continue;
+			}
+		}
+		if (!k)
+			return unknown_key(l, node, section, full);
+		if (apply(l, k, node) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int from_doc(const struct phx_ydoc *doc, struct phx_conf *conf, char *err, size_t errlen)
+{
+	struct loader l = { .doc = doc, .conf = conf, .err = err, .errlen = errlen };
+	const struct phx_ynode *root = doc->root;
+
+	if (phx_conf_defaults(conf) < 0)
+		return errf(err, errlen, "%s: out of memory", doc->name);
+	conf->source = strdup(doc->name);
+	if (!conf->source) {
+		errf(err, errlen, "%s: out of memory", doc->name);
+		goto fail;
+	}
+	if (root && root->type != PHX_YMAP) {
+		phx_ynode_error(doc, root, err, errlen, "expected settings ('name: value' lines) "
+				"at the top level, got a %s; see phalanx.yaml(5)",
+				root->type == PHX_YSEQ ? "list" : "single value");
+		goto fail;
+	}
+	if (root && load_map(&l, root, NULL) < 0)
+		goto fail;
+	return 0;
+fail:
+	phx_conf_free(conf);
+	return -1;
+}
+
+/* conf gets defaults first, and the file's values only if all of it is good. */
+static int finish(struct phx_ydoc *doc, int rc, struct phx_conf *conf, char *err, size_t errlen)
+{
+	struct phx_conf tmp;
+
+	if (rc == 0)
+		rc = from_doc(doc, &tmp, err, errlen);
+	phx_ydoc_free(doc);
+	if (rc < 0)
+		return -1;
+	phx_conf_free(conf);
+	*conf = tmp;
+	return 0;
+}
+
+int phx_conf_load_file(const char *path, struct phx_conf *conf, char *err, size_t errlen)
+{
+	struct phx_ydoc *doc;
+	int rc;
+
+	if (phx_conf_defaults(conf) < 0)
+		return errf(err, errlen, "%s: out of memory", path);
+	rc = phx_ydoc_load_file(path, &doc, err, errlen);
+	return finish(doc, rc, conf, err, errlen);
+}
+
+int phx_conf_load_buffer(const char *name, const char *buf, size_t len,
+			 struct phx_conf *conf, char *err, size_t errlen)
+{
+	struct phx_ydoc *doc;
+	int rc;
+
+	if (phx_conf_defaults(conf) < 0)
+		return errf(err, errlen, "%s: out of memory", name ? name : "(config)");
+	rc = phx_ydoc_load_buffer(name ? name : "(config)", buf, len, &doc, err, errlen);
+	return finish(doc, rc, conf, err, errlen);
+}
+
+/* ------------------------------------------------------------ dump */
+
+static void dump_string(const char *s, FILE *out)
+{
+	fputc('"', out);
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		size_t brk = unicode_break(s);
+
+		if (brk) {
+			fputs(brk == 2 ? "\\N" : s[2] == '\xa8' ? "\\L" : "\\P", out);
+			s += brk - 1;
+		} else if (c == '"' || c == '\\') {
+			fprintf(out, "\\%c", c);
+		} else if (c < 0x20 || c == 0x7f) {
+			fprintf(out, "\\x%02x", c);
+		} else {
+			fputc(c, out);
+		}
+	}
+	fputc('"', out);
+}
+
+static const char *enum_name(const struct conf_key *k, int v)
+{
+	for (int i = 0; k->choices[i]; i++) {
+		if (i == v)
+			return k->choices[i];
+	}
+	/* Not loadable, on purpose: a corrupt value must not look valid. */
+	return "unknown";
+}
+
+/* Opens the sections of name that prev did not have; returns the depth. */
+static int dump_sections(const char *prev, const char *name, FILE *out)
+{
+	int depth = 0;
+	bool same = prev != NULL;
+	const char *dot;
+
+	while ((dot = strchr(name, '.'))) {
+		size_t len = (size_t)(dot - name);
+
+		same = same && !strncmp(prev, name, len) && prev[len] == '.';
+		if (!same)
+			fprintf(out, "%*s%.*s:\n", depth * 2, "", (int)len, name);
+		if (same)
+			prev += len + 1;
+		name = dot + 1;
+		depth++;
+	}
+	return depth;
+}
+
+void phx_conf_dump(const struct phx_conf *conf, FILE *out)
+{
+	const char *prev = NULL;
+
+	fprintf(out, "# phalanx.yaml(5): effective configuration%s%s\n",
+		conf->source ? " from " : ", built-in defaults", conf->source ? conf->source : "");
+	for (size_t i = 0; i < N_KEYS; i++) {
+		const struct conf_key *k = &keys[i];
+		const char *leaf = strrchr(k->name, '.');
+		int depth;
+
+		if (k->type == K_SKIP)
+			continue;
+		depth = dump_sections(prev, k->name, out);
+		prev = k->name;
+		fprintf(out, "%*s%s: ", depth * 2, "", leaf ? leaf + 1 : k->name);
+		switch (k->type) {
+		case K_ENUM:
+			fputs(enum_name(k, *FIELD(conf, k, int)), out);
+			break;
+		case K_BOOL:
+			fputs(*FIELD(conf, k, bool) ? "true" : "false", out);
+			break;
+		case K_INT:
+			fprintf(out, "%d", *FIELD(conf, k, int));
+			break;
+		default:
+			dump_string(*FIELD(conf, k, char *), out);
+			break;
+		}
+		fputc('\n', out);
+	}
+}

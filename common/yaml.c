@@ -89,6 +89,11 @@ static void show(char *out, size_t outlen, const char *s)
 
 		out[n++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
 	}
+	/* Cut before a character, not inside one: messages stay UTF-8. */
+	while (s[i] && n > 0 && ((unsigned char)s[i] & 0xc0) == 0x80) {
+		i--;
+		n--;
+	}
 	if (s[i] && n + 4 <= outlen) {
 		memcpy(out + n, "...", 3);
 		n += 3;
@@ -506,8 +511,8 @@ static int build(struct builder *b, yaml_parser_t *p)
 			return 0;
 		case YAML_DOCUMENT_START_EVENT:
 			if (done)
-				rc = mark_error(b, &ev.start_mark, "a second document; a file holds "
-						"one document (remove the '---' line)");
+				rc = mark_error(b, &ev.start_mark, "a second document; a file "
+						"holds one (remove the '---' line)");
 			in_doc = true;
 			break;
 		case YAML_DOCUMENT_END_EVENT:
@@ -557,6 +562,12 @@ int phx_ydoc_load_buffer(const char *name, const char *buf, size_t len,
 		     PHX_YAML_MAX_BYTES >> 20);
 		goto out_doc;
 	}
+	/* libyaml counts a UTF-8 BOM as a column when the encoding is given,
+	 * and the encoding is given so that UTF-16 is refused: skip it here. */
+	if (len >= 3 && !memcmp(buf, "\xef\xbb\xbf", 3)) {
+		b.buf += 3;
+		b.len -= 3;
+	}
 	if (check_bytes(&b) < 0)
 		goto out_doc;
 	if (!yaml_parser_initialize(&parser)) {
@@ -564,7 +575,7 @@ int phx_ydoc_load_buffer(const char *name, const char *buf, size_t len,
 		goto out_doc;
 	}
 	yaml_parser_set_encoding(&parser, YAML_UTF8_ENCODING);
-	yaml_parser_set_input_string(&parser, (const unsigned char *)buf, len);
+	yaml_parser_set_input_string(&parser, (const unsigned char *)b.buf, b.len);
 	rc = build(&b, &parser);
 	yaml_parser_delete(&parser);
 	for (int i = 0; i < b.depth; i++)
@@ -649,6 +660,12 @@ static int wrong(const struct phx_ydoc *doc, const struct phx_ynode *node, const
 			       describe(node, got, sizeof(got)), hint ? hint : "");
 }
 
+/* Quoted scalars are strings, never numbers or booleans: say so. */
+static const char *quote_hint(const struct phx_ynode *node)
+{
+	return node->type == PHX_YSCALAR && node->quoted ? "; remove the quotes" : NULL;
+}
+
 static bool plain_scalar(const struct phx_ynode *node)
 {
 	return node->type == PHX_YSCALAR && !node->quoted && !is_null(node->value);
@@ -680,9 +697,7 @@ int phx_ynode_bool(const struct phx_ydoc *doc, const struct phx_ynode *node,
 			}
 		}
 	}
-	return wrong(doc, node, "true or false",
-		     node->type == PHX_YSCALAR && node->quoted ? "; remove the quotes" : NULL,
-		     err, errlen);
+	return wrong(doc, node, "true or false", quote_hint(node), err, errlen);
 }
 
 static void int_range(char *out, size_t outlen, long long min, long long max)
@@ -724,9 +739,7 @@ int phx_ynode_int(const struct phx_ydoc *doc, const struct phx_ynode *node,
 
 	int_range(what, sizeof(what), min, max);
 	if (!plain_scalar(node))
-		return wrong(doc, node, what,
-			     node->type == PHX_YSCALAR && node->quoted ? "; remove the quotes" : NULL,
-			     err, errlen);
+		return wrong(doc, node, what, quote_hint(node), err, errlen);
 	bad = int_syntax(node->value);
 	if (bad)
 		return wrong(doc, node, what, bad, err, errlen);
@@ -760,9 +773,7 @@ int phx_ynode_double(const struct phx_ydoc *doc, const struct phx_ynode *node,
 
 	double_range(what, sizeof(what), min, max);
 	if (!plain_scalar(node))
-		return wrong(doc, node, what,
-			     node->type == PHX_YSCALAR && node->quoted ? "; remove the quotes" : NULL,
-			     err, errlen);
+		return wrong(doc, node, what, quote_hint(node), err, errlen);
 	/* strtod also takes "inf", "nan" and hex; a config never means those. */
 	errno = 0;
 	if (s[strspn(s, "0123456789+-.eE")] == '\0' && strpbrk(s, "0123456789"))
@@ -806,8 +817,9 @@ int phx_ynode_enum(const struct phx_ydoc *doc, const struct phx_ynode *node,
 
 unsigned phx_yaml_distance(const char *a, const char *b)
 {
-	/* Two rows of the Levenshtein table; words past 63 bytes are "far". */
-	unsigned row[2][64];
+	/* Optimal string alignment: a swap of two letters ("mdoe") is one edit.
+	 * Three rows of the table; words past 63 bytes are simply "far". */
+	unsigned row[3][64];
 	size_t la = strlen(a), lb = strlen(b);
 
 	if (la > 63 || lb > 63)
@@ -815,7 +827,7 @@ unsigned phx_yaml_distance(const char *a, const char *b)
 	for (size_t j = 0; j <= lb; j++)
 		row[0][j] = (unsigned)j;
 	for (size_t i = 1; i <= la; i++) {
-		unsigned *cur = row[i & 1], *prev = row[!(i & 1)];
+		unsigned *cur = row[i % 3], *prev = row[(i - 1) % 3], *prev2 = row[(i + 1) % 3];
 
 		cur[0] = (unsigned)i;
 		for (size_t j = 1; j <= lb; j++) {
@@ -825,10 +837,13 @@ unsigned phx_yaml_distance(const char *a, const char *b)
 				best = prev[j] + 1;
 			if (cur[j - 1] + 1 < best)
 				best = cur[j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    prev2[j - 2] + 1 < best)
+				best = prev2[j - 2] + 1;
 			cur[j] = best;
 		}
 	}
-	return row[la & 1][lb] > 255 ? 255 : row[la & 1][lb];
+	return row[la % 3][lb] > 255 ? 255 : row[la % 3][lb];
 }
 
 const char *phx_yaml_suggest(const char *word, const char *const *choices, size_t n)

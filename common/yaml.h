@@ -4,6 +4,18 @@
  * human writes (phalanx.yaml, fabric files) is read through it, so all of
  * them refuse the same things (aliases, several documents, duplicate keys,
  * oversized input) and report errors the same way: "FILE:LINE:COL: ...".
+ *
+ * Refused when loading: anchors and aliases, a second document, duplicate
+ * or empty or non-scalar mapping keys, tags other than !!str/!!seq/!!map,
+ * nesting over PHX_YAML_MAX_DEPTH, more than PHX_YAML_MAX_NODES values,
+ * input over PHX_YAML_MAX_BYTES, NUL bytes (inside the input or from a
+ * "\0" escape), anything but UTF-8 (a UTF-8 BOM is skipped).
+ *
+ * Typing: a quoted (or block, or !!str) scalar is always a string, so a
+ * quoted number for an integer key is an error; unquoted "", ~ and null
+ * are null and no string. Integers are decimal only: no 0x, no leading
+ * zeros (octal in YAML 1.1), no fractions. Booleans are unquoted
+ * true/false/yes/no/on/off in any case.
  */
 #ifndef PHX_YAML_H
 #define PHX_YAML_H
@@ -27,9 +39,10 @@ struct phx_ynode {
 	enum phx_ynode_type type;
 	unsigned line;   /* 1-based, where the node starts */
 	unsigned column; /* 1-based */
-	char *key;       /* set when the node is a value in a mapping */
+	char *key;       /* set when the node is a value in a mapping; NULL for
+			  * sequence items (messages call them "list[3]") */
 	char *value;     /* scalars only */
-	bool quoted;     /* scalar was quoted: never a bool/number/null */
+	bool quoted;     /* scalar was not plain: never a bool/number/null */
 	struct phx_ynode **items; /* sequence items or mapping values, in order */
 	size_t n_items;
 	struct phx_ynode *parent; /* NULL for the root */
@@ -60,8 +73,10 @@ const struct phx_ynode *phx_ynode_get(const struct phx_ynode *map, const char *k
 const char *phx_ynode_type_name(enum phx_ynode_type type);
 
 /*
- * Typed scalar conversions. On failure they write
- * "FILE:LINE:COL: key 'KEY': expected ..., got '...'" into err.
+ * Typed scalar conversions. On failure they leave *out alone and write
+ * "FILE:LINE:COL: key 'KEY': expected ..., got '...'[; hint]" into err,
+ * KEY being the node's path ("placement.mode", "switches[2].name").
+ * phx_ynode_string refuses null; the string lives as long as the doc.
  */
 int phx_ynode_string(const struct phx_ydoc *doc, const struct phx_ynode *node,
 		     const char **out, char *err, size_t errlen);
@@ -74,7 +89,10 @@ int phx_ynode_double(const struct phx_ydoc *doc, const struct phx_ynode *node,
 /* choices is NULL-terminated; *out is the index of the match. */
 int phx_ynode_enum(const struct phx_ydoc *doc, const struct phx_ynode *node,
 		   const char *const *choices, int *out, char *err, size_t errlen);
-/* Formats "FILE:LINE:COL: key 'KEY': " + fmt into err; always returns -1. */
+/*
+ * Formats "FILE:LINE:COL: key 'KEY': " + fmt into err; always returns -1.
+ * The root node gives "FILE:LINE:COL: ", a NULL node "FILE: ".
+ */
 int phx_ynode_error(const struct phx_ydoc *doc, const struct phx_ynode *node,
 		    char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
