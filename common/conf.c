@@ -22,10 +22,17 @@ enum key_type {
 	K_INT,
 	K_PATH,     /* absolute path */
 	K_HOSTPORT, /* HOST:PORT */
+	K_TRISTATE, /* a boolean or "auto" */
+	K_PATHLIST, /* a list of absolute paths */
 	K_SKIP,     /* accepted, read by another module */
 };
 
 #define K_EMPTY_OK 0x1 /* "" is allowed and means "not set" */
+/* Path patterns: the % escapes allowed in the value ("%%" always is). */
+#define K_FMT_U 0x2  /* %u: a number (uid, GPU index) */
+#define K_FMT_J 0x4  /* %j: the job id */
+#define K_FMT_N 0x8  /* %n: the node name */
+#define K_ONE_U 0x10 /* exactly one %u */
 
 struct conf_key {
 	const char *name;
@@ -48,10 +55,12 @@ struct conf_key {
 static const char *const level_names[] = { "error", "warn", "info", "debug", NULL };
 static const char *const place_names[] = { "topo", "block", "off", NULL };
 static const char *const isolate_names[] = { "job", "task", "off", NULL };
+static const char *const tristate_names[] = { "auto", "true", "false", NULL };
 
 _Static_assert(sizeof(enum phx_log_level) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum phx_place_mode) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum phx_isolate_mode) == sizeof(int), "enums are stored as int");
+_Static_assert(sizeof(enum phx_tristate) == sizeof(int), "enums are stored as int");
 
 /* Rows of one section stay together: the dump and the key lists rely on it. */
 static const struct conf_key keys[] = {
@@ -67,12 +76,35 @@ static const struct conf_key keys[] = {
 	  "", K_EMPTY_OK, "Slurm topology.conf to read; \"\" = the one next to slurm.conf" },
 	{ "isolation.mode", K_ENUM, OFF(isolation.mode), 0, 0, isolate_names, "job", 0,
 	  "GPU isolation: job, task or off" },
+	{ "isolation.allow_off", K_BOOL, OFF(isolation.allow_off), 0, 0, NULL, "false", 0,
+	  "let users turn isolation off with --phx-isolate=off" },
+	{ "isolation.proc_root", K_PATH, OFF(isolation.proc_root), 0, PATH_LEN, NULL, "/proc", 0,
+	  "where driver/nvidia/gpus is read from (tests)" },
 	{ "health.enabled", K_BOOL, OFF(health.enabled), 0, 0, NULL, "true", 0,
 	  "run node health checks in the job prolog" },
 	{ "health.drain_on_failure", K_BOOL, OFF(health.drain_on_failure), 0, 0, NULL, "true", 0,
 	  "drain a node that fails a check" },
 	{ "health.timeout", K_INT, OFF(health.timeout_s), 1, 3600, NULL, "30", 0,
 	  "seconds the checks may take" },
+	{ "health.gpu_device", K_PATH, OFF(health.gpu_device), 0, PATH_LEN, NULL, "/dev/nvidia%u",
+	  K_EMPTY_OK | K_FMT_U | K_ONE_U,
+	  "device file of GPU %u, checked for each GPU of the job; \"\" = not checked" },
+	{ "health.gpu_count", K_INT, OFF(health.gpu_count), 0, 1024, NULL, "0", 0,
+	  "GPU device files every node must have; 0 = not checked" },
+	{ "health.ib", K_TRISTATE, OFF(health.ib), 0, 0, tristate_names, "auto", 0,
+	  "check InfiniBand ports: true, false or auto (when the node has any)" },
+	{ "health.ib_min_rate_gbps", K_INT, OFF(health.ib_min_rate_gbps), 0, 100000, NULL, "0", 0,
+	  "lowest InfiniBand port rate in Gb/s; 0 = rate not checked" },
+	{ "health.min_free_gb", K_INT, OFF(health.min_free_gb), 0, 1000000000, NULL, "0", 0,
+	  "GiB that must be free on each of health.paths; 0 = not checked" },
+	{ "health.paths", K_PATHLIST, OFF(health.paths), 0, PATH_LEN, NULL, NULL, K_FMT_U | K_FMT_J,
+	  "checkpoint paths whose free space is checked; %u = uid, %j = job id" },
+	{ "health.command", K_PATH, OFF(health.command), 0, PATH_LEN, NULL, "", K_EMPTY_OK,
+	  "site program (and arguments) run as root; non-zero exit fails the node" },
+	{ "health.sysfs_root", K_PATH, OFF(health.sysfs_root), 0, PATH_LEN, NULL, "/sys", K_FMT_N,
+	  "where sysfs is read from; %n = node name (tests)" },
+	{ "health.dev_root", K_PATH, OFF(health.dev_root), 0, PATH_LEN, NULL, "/", K_FMT_N,
+	  "prefix of device file paths; %n = node name (tests)" },
 	{ "ckptd.listen", K_HOSTPORT, OFF(ckptd.listen), 0, 255, NULL, "0.0.0.0:7720", 0,
 	  "HOST:PORT phalanx-ckptd listens on" },
 	{ "ckptd.address", K_HOSTPORT, OFF(ckptd.address), 0, 255, NULL, "", K_EMPTY_OK,
@@ -125,6 +157,11 @@ const char *phx_isolate_mode_name(enum phx_isolate_mode mode)
 	return mode >= PHX_ISOLATE_JOB && mode <= PHX_ISOLATE_OFF ? isolate_names[mode] : "unknown";
 }
 
+const char *phx_tristate_name(enum phx_tristate v)
+{
+	return v >= PHX_TRI_AUTO && v <= PHX_TRI_FALSE ? tristate_names[v] : "unknown";
+}
+
 int phx_place_mode_parse(const char *s, enum phx_place_mode *mode)
 {
 	int i = name_index(place_names, s);
@@ -150,6 +187,15 @@ static bool is_string(const struct conf_key *k)
 	return k->type == K_PATH || k->type == K_HOSTPORT;
 }
 
+static void strlist_free(struct phx_strlist *list)
+{
+	for (size_t i = 0; list->items && i < list->n; i++)
+		free(list->items[i]);
+	free(list->items);
+	list->items = NULL;
+	list->n = 0;
+}
+
 void phx_conf_free(struct phx_conf *conf)
 {
 	if (!conf)
@@ -157,6 +203,8 @@ void phx_conf_free(struct phx_conf *conf)
 	for (size_t i = 0; i < N_KEYS; i++) {
 		if (is_string(&keys[i]))
 			free(*FIELD(conf, &keys[i], char *));
+		if (keys[i].type == K_PATHLIST)
+			strlist_free(FIELD(conf, &keys[i], struct phx_strlist));
 	}
 	free(conf->source);
 	memset(conf, 0, sizeof(*conf));
@@ -170,6 +218,7 @@ int phx_conf_defaults(struct phx_conf *conf)
 
 		switch (k->type) {
 		case K_ENUM:
+		case K_TRISTATE:
 			*FIELD(conf, k, int) = name_index(k->choices, k->def);
 			break;
 		case K_BOOL:
@@ -183,6 +232,9 @@ int phx_conf_defaults(struct phx_conf *conf)
 			*FIELD(conf, k, char *) = strdup(k->def);
 			if (!*FIELD(conf, k, char *))
 				goto nomem;
+			break;
+		case K_PATHLIST:
+			/* An empty list: NULL items, like a freed one. */
 			break;
 		case K_SKIP:
 			break;
@@ -246,9 +298,53 @@ static size_t unicode_break(const char *s)
 	return 0;
 }
 
+/* What each % escape of a pattern stands for, for error messages. */
+static const struct {
+	char letter;
+	unsigned flag;
+	const char *means;
+} escapes[] = {
+	{ 'u', K_FMT_U, "a number" },
+	{ 'j', K_FMT_J, "the job id" },
+	{ 'n', K_FMT_N, "the node name" },
+};
+
+/* NULL if every % in s is an escape the row allows, else what is wrong. */
+static const char *pattern_problem(const struct conf_key *k, const char *s, char *buf,
+				   size_t len)
+{
+	unsigned n_u = 0;
+	size_t used = 0;
+
+	for (const char *p = strchr(s, '%'); p; p = strchr(p + 2, '%')) {
+		bool ok = p[1] == '%';
+
+		for (size_t i = 0; i < sizeof(escapes) / sizeof(escapes[0]) && !ok; i++)
+			ok = p[1] == escapes[i].letter && (k->flags & escapes[i].flag);
+		n_u += p[1] == 'u';
+		if (ok)
+			continue;
+		used = (size_t)snprintf(buf, len, "'%%%.1s' is not known here; use ",
+					p[1] ? p + 1 : "");
+		for (size_t i = 0; i < sizeof(escapes) / sizeof(escapes[0]); i++) {
+			if ((k->flags & escapes[i].flag) && used < len)
+				used += (size_t)snprintf(buf + used, len - used, "%%%c for %s, ",
+							 escapes[i].letter, escapes[i].means);
+		}
+		if (used < len)
+			snprintf(buf + used, len - used, "%%%% for a percent sign");
+		return buf;
+	}
+	if ((k->flags & K_ONE_U) && n_u != 1)
+		return "the pattern needs exactly one %u, where the GPU index goes";
+	return NULL;
+}
+
 static int check_string(const struct loader *l, const struct conf_key *k,
 			const struct phx_ynode *node, const char *s)
 {
+	char buf[256];
+
 	const char *problem;
 	size_t len = strlen(s);
 
@@ -265,7 +361,7 @@ static int check_string(const struct loader *l, const struct conf_key *k,
 				       "value is %zu bytes long, at most %lld allowed%s", len,
 				       k->max, k->max == SOCKET_PATH_LEN ?
 				       " (a socket path must fit sockaddr_un)" : "");
-	if (k->type == K_PATH && s[0] != '/')
+	if ((k->type == K_PATH || k->type == K_PATHLIST) && s[0] != '/')
 		return phx_ynode_error(l->doc, node, l->err, l->errlen,
 				       "expected an absolute path (starting with '/'), "
 				       "got '%.48s'%s", s,
@@ -274,7 +370,77 @@ static int check_string(const struct loader *l, const struct conf_key *k,
 		return phx_ynode_error(l->doc, node, l->err, l->errlen,
 				       "expected HOST:PORT like 0.0.0.0:7720, got '%.48s': %s",
 				       s, problem);
+	if ((k->flags & (K_FMT_U | K_FMT_J | K_FMT_N)) &&
+	    (problem = pattern_problem(k, s, buf, sizeof(buf))))
+		return phx_ynode_error(l->doc, node, l->err, l->errlen, "in '%.48s': %s", s,
+				       problem);
 	return 0;
+}
+
+/* "auto", or a boolean in any of its spellings. */
+static int apply_tristate(const struct loader *l, const struct conf_key *k,
+			  const struct phx_ynode *node)
+{
+	bool b;
+	int e;
+
+	if (node->type == PHX_YSCALAR && !strcmp(node->value, "auto")) {
+		*FIELD(l->conf, k, int) = PHX_TRI_AUTO;
+		return 0;
+	}
+	if (phx_ynode_bool(l->doc, node, &b, NULL, 0) == 0) {
+		*FIELD(l->conf, k, int) = b ? PHX_TRI_TRUE : PHX_TRI_FALSE;
+		return 0;
+	}
+	/* Says "expected one of auto, true, false" with a did-you-mean. */
+	if (phx_ynode_enum(l->doc, node, k->choices, &e, l->err, l->errlen) < 0)
+		return -1;
+	*FIELD(l->conf, k, int) = e;
+	return 0;
+}
+
+#define LIST_MAX 64
+
+static int apply_list(const struct loader *l, const struct conf_key *k,
+		      const struct phx_ynode *node)
+{
+	struct phx_strlist list = { NULL, 0 };
+	const char *s;
+
+	/* "paths:" with nothing after it: no paths. */
+	if (node->type == PHX_YSCALAR && !node->quoted &&
+	    (!node->value[0] || !strcmp(node->value, "~") || !strcmp(node->value, "null")))
+		goto done;
+	if (node->type != PHX_YSEQ)
+		return phx_ynode_error(l->doc, node, l->err, l->errlen,
+				       "expected a list of absolute paths, like [/a, /b], got %s",
+				       node->type == PHX_YMAP ? "a mapping" : "a single value");
+	if (node->n_items > LIST_MAX)
+		return phx_ynode_error(l->doc, node, l->err, l->errlen,
+				       "%zu entries, at most %d allowed", node->n_items, LIST_MAX);
+	list.items = calloc(node->n_items + 1, sizeof(*list.items));
+	if (!list.items)
+		return errf(l->err, l->errlen, "%s: out of memory", l->doc->name);
+	for (size_t i = 0; i < node->n_items; i++) {
+		const struct phx_ynode *item = node->items[i];
+
+		if (phx_ynode_string(l->doc, item, &s, l->err, l->errlen) < 0 ||
+		    check_string(l, k, item, s) < 0)
+			goto fail;
+		list.items[i] = strdup(s);
+		if (!list.items[i]) {
+			errf(l->err, l->errlen, "%s: out of memory", l->doc->name);
+			goto fail;
+		}
+		list.n++;
+	}
+done:
+	strlist_free(FIELD(l->conf, k, struct phx_strlist));
+	*FIELD(l->conf, k, struct phx_strlist) = list;
+	return 0;
+fail:
+	strlist_free(&list);
+	return -1;
 }
 
 static int apply(const struct loader *l, const struct conf_key *k, const struct phx_ynode *node)
@@ -308,7 +474,13 @@ static int apply(const struct loader *l, const struct conf_key *k, const struct 
 		free(*FIELD(l->conf, k, char *));
 		*FIELD(l->conf, k, char *) = copy;
 		return 0;
+	case K_TRISTATE:
+		return apply_tristate(l, k, node);
+	case K_PATHLIST:
+		return apply_list(l, k, node);
 	case K_SKIP:
+		/* Its reader is told there is something to read. */
+		l->conf->has_fabric = true;
 		return 0;
 	}
 	return -1;
@@ -531,6 +703,18 @@ static void dump_string(const char *s, FILE *out)
 	fputc('"', out);
 }
 
+/* A flow sequence, ["/a", "/b"], that loads back as the same list. */
+static void dump_list(const struct phx_strlist *list, FILE *out)
+{
+	fputc('[', out);
+	for (size_t i = 0; i < list->n; i++) {
+		if (i)
+			fputs(", ", out);
+		dump_string(list->items[i], out);
+	}
+	fputc(']', out);
+}
+
 static const char *enum_name(const struct conf_key *k, int v)
 {
 	for (int i = 0; k->choices[i]; i++) {
@@ -580,7 +764,11 @@ void phx_conf_dump(const struct phx_conf *conf, FILE *out)
 		fprintf(out, "%*s%s: ", depth * 2, "", leaf ? leaf + 1 : k->name);
 		switch (k->type) {
 		case K_ENUM:
+		case K_TRISTATE:
 			fputs(enum_name(k, *FIELD(conf, k, int)), out);
+			break;
+		case K_PATHLIST:
+			dump_list(FIELD(conf, k, struct phx_strlist), out);
 			break;
 		case K_BOOL:
 			fputs(*FIELD(conf, k, bool) ? "true" : "false", out);

@@ -18,6 +18,14 @@
 
 enum phx_place_mode { PHX_PLACE_TOPO, PHX_PLACE_BLOCK, PHX_PLACE_OFF };
 enum phx_isolate_mode { PHX_ISOLATE_JOB, PHX_ISOLATE_TASK, PHX_ISOLATE_OFF };
+/* A boolean that may also be left to detection: "auto", true, false. */
+enum phx_tristate { PHX_TRI_AUTO, PHX_TRI_TRUE, PHX_TRI_FALSE };
+
+/* A list of strings from a YAML sequence; items[n] is NULL. */
+struct phx_strlist {
+	char **items;
+	size_t n;
+};
 
 struct phx_conf {
 	char *source; /* file the values came from, NULL for built-in defaults */
@@ -30,11 +38,22 @@ struct phx_conf {
 	} placement;
 	struct {
 		enum phx_isolate_mode mode;
+		bool allow_off;         /* users may pick --phx-isolate=off */
+		char *proc_root;        /* driver/nvidia/gpus is read below it */
 	} isolation;
 	struct {
 		bool enabled;
 		bool drain_on_failure;
 		int timeout_s;
+		char *gpu_device;       /* pattern with one %u; "" = not checked */
+		int gpu_count;          /* GPUs every node must have; 0 = not checked */
+		enum phx_tristate ib;
+		int ib_min_rate_gbps;   /* 0 = rate not checked */
+		int min_free_gb;        /* GiB free on each of paths; 0 = not checked */
+		struct phx_strlist paths; /* may hold %u (uid) and %j (job id) */
+		char *command;          /* site program and arguments; "" = none */
+		char *sysfs_root;       /* may hold %n (node name) */
+		char *dev_root;         /* may hold %n */
 	} health;
 	struct {
 		char *listen;
@@ -48,10 +67,12 @@ struct phx_conf {
 		int hang_timeout_s;
 		int max_restarts;
 	} launcher;
+	bool has_fabric; /* a 'fabric:' section is present, for phx_fabric_load() */
 };
 
 const char *phx_place_mode_name(enum phx_place_mode mode);
 const char *phx_isolate_mode_name(enum phx_isolate_mode mode);
+const char *phx_tristate_name(enum phx_tristate v);
 int phx_place_mode_parse(const char *s, enum phx_place_mode *mode);
 int phx_isolate_mode_parse(const char *s, enum phx_isolate_mode *mode);
 

@@ -16,8 +16,11 @@ struct phx_command {
 
 static const struct phx_command commands[] = {
 	{ "config", phx_cmd_config, "check or show phalanx.yaml" },
+	{ "health", phx_cmd_health, "run the node health checks of the job prolog" },
 	{ "hostlist", phx_cmd_hostlist, "expand or compress Slurm host lists" },
 	{ "keygen", phx_cmd_keygen, "create the cluster key that signs job tokens" },
+	{ "plan", phx_cmd_plan, "place the ranks of a parallelism layout on nodes" },
+	{ "topo", phx_cmd_topo, "show GPUs, NICs, NUMA nodes and the NIC of each GPU" },
 };
 
 static void usage(FILE *out)

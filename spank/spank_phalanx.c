@@ -14,16 +14,31 @@
 
 #include "common/conf.h"
 #include "common/log.h"
+#include "spank/isolate.h"
+#include "spank/job_token.h"
+#include "spank/local.h"
 #include "spank/options.h"
+#include "spank/prolog.h"
+#include "spank/step.h"
+#include "spank/task.h"
 
 SPANK_PLUGIN(phalanx, 1);
 
 static struct phx_conf site_conf;
+/* slurmstepd: worked out in user_init, inherited by every forked task. */
+static struct phx_step step;
 
 static void slurm_sink(enum phx_log_level level, const char *line)
 {
+	static const char error_prefix[] = "phalanx: error: ";
+
 	switch (level) {
 	case PHX_LOG_ERROR:
+		/* Slurm says "error:" itself. */
+		if (!strncmp(line, error_prefix, sizeof(error_prefix) - 1))
+			line += sizeof(error_prefix) - 1;
+		slurm_error("phalanx: %s", line);
+		break;
 	case PHX_LOG_WARN:
 		slurm_error("%s", line);
 		break;
@@ -98,11 +113,58 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
 	if (spank_context() == S_CTX_SLURMD || spank_context() == S_CTX_JOB_SCRIPT)
 		return 0;
-	return phx_opts_apply_env(sp);
+	if (phx_opts_apply_env(sp) < 0)
+		return -1;
+	/* srun and sbatch refuse a bad spec before anything is queued. */
+	if (!spank_remote(sp))
+		return phx_local_check_spec(&phx_opts);
+	return 0;
+}
+
+int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+	return phx_local_check_step(sp, &phx_opts);
+}
+
+int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+	phx_step_prepare(sp, &site_conf, &phx_opts, &step);
+	return 0;
+}
+
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+	/* A task that cannot be fenced in does not start. */
+	if (phx_isolate_task(sp, &site_conf, &phx_opts) < 0)
+		return -1;
+	return phx_job_token_set(sp, &site_conf);
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+	/* First: the binding below reads CUDA_VISIBLE_DEVICES. */
+	if (phx_isolate_task_env(sp) < 0)
+		return -1;
+	return phx_task_init(sp, &step, &phx_opts);
+}
+
+/*
+ * slurmd's prolog, as root: a node that fails a health check is drained.
+ * Slurm (22.05) calls no slurm_spank_init before it in this context, so
+ * the configuration is read here.
+ */
+int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
+{
+	phx_log_set_sink(slurm_sink);
+	phx_conf_free(&site_conf);
+	if (parse_args(ac, av) < 0)
+		return phx_prolog_bad_config();
+	return phx_prolog_run(sp, &site_conf);
 }
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
+	phx_step_free(&step);
 	phx_opts_free();
 	phx_conf_free(&site_conf);
 	return 0;

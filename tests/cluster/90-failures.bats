@@ -22,7 +22,7 @@ teardown_file()
 @test "kill-node: node3 goes DOWN, restart-node brings it back idle" {
 	wait_for 30 node_idle node3
 	"$LAB_CMD" kill-node node3
-	[ -z "$(ip netns pids phxns3)" ]
+	[ -z "$(ip netns pids "$(lab_netns 3)")" ]
 	wait_for 60 node_down node3
 
 	"$LAB_CMD" restart-node node3
@@ -38,7 +38,7 @@ teardown_file()
 	"$LAB_CMD" cut-node node4
 	wait_for 60 node_not_responding node4
 	# Cut off, not dead: its slurmd still runs.
-	[ -n "$(ip netns pids phxns4)" ]
+	[ -n "$(ip netns pids "$(lab_netns 4)")" ]
 
 	"$LAB_CMD" heal-node node4
 	node_idle node4

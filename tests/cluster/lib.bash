@@ -7,6 +7,16 @@ bats_require_minimum_version 1.5.0
 
 LAB_CMD=$BATS_TEST_DIRNAME/lab
 
+# The network namespace of node I, named as tests/cluster/lab names it.
+lab_netns()
+{
+	if [ "${PHX_LAB_ID:-0}" = 0 ]; then
+		echo "phxns$1"
+	else
+		echo "phx${PHX_LAB_ID}ns$1"
+	fi
+}
+
 # Fails the file early, with a hint, when there is no lab to talk to.
 require_lab()
 {

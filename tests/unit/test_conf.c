@@ -21,7 +21,11 @@ static char err[1024];
 /* Every key, so a test fails when one is added to the loader but not here. */
 static const char *const all_keys[] = {
 	"log_level", "key_file", "state_dir", "placement.mode", "placement.topology_conf",
-	"isolation.mode", "health.enabled", "health.drain_on_failure", "health.timeout",
+	"isolation.mode", "isolation.allow_off", "isolation.proc_root",
+	"health.enabled", "health.drain_on_failure", "health.timeout",
+	"health.gpu_device", "health.gpu_count", "health.ib", "health.ib_min_rate_gbps",
+	"health.min_free_gb", "health.paths", "health.command", "health.sysfs_root",
+	"health.dev_root",
 	"ckptd.listen", "ckptd.address", "ckptd.socket", "checkpoint.keep",
 	"launcher.hang_timeout", "launcher.max_restarts",
 };
@@ -40,9 +44,20 @@ static void assert_defaults(const struct phx_conf *c)
 	assert_int_equal(c->placement.mode, PHX_PLACE_TOPO);
 	assert_string_equal(c->placement.topology_conf, "");
 	assert_int_equal(c->isolation.mode, PHX_ISOLATE_JOB);
+	assert_false(c->isolation.allow_off);
+	assert_string_equal(c->isolation.proc_root, "/proc");
 	assert_true(c->health.enabled);
 	assert_true(c->health.drain_on_failure);
 	assert_int_equal(c->health.timeout_s, 30);
+	assert_string_equal(c->health.gpu_device, "/dev/nvidia%u");
+	assert_int_equal(c->health.gpu_count, 0);
+	assert_int_equal(c->health.ib, PHX_TRI_AUTO);
+	assert_int_equal(c->health.ib_min_rate_gbps, 0);
+	assert_int_equal(c->health.min_free_gb, 0);
+	assert_int_equal(c->health.paths.n, 0);
+	assert_string_equal(c->health.command, "");
+	assert_string_equal(c->health.sysfs_root, "/sys");
+	assert_string_equal(c->health.dev_root, "/");
 	assert_string_equal(c->ckptd.listen, "0.0.0.0:7720");
 	assert_string_equal(c->ckptd.address, "");
 	assert_string_equal(c->ckptd.socket, "/run/phalanx/ckptd.sock");
@@ -59,9 +74,22 @@ static void assert_same(const struct phx_conf *a, const struct phx_conf *b)
 	assert_int_equal(a->placement.mode, b->placement.mode);
 	assert_string_equal(a->placement.topology_conf, b->placement.topology_conf);
 	assert_int_equal(a->isolation.mode, b->isolation.mode);
+	assert_int_equal(a->isolation.allow_off, b->isolation.allow_off);
+	assert_string_equal(a->isolation.proc_root, b->isolation.proc_root);
 	assert_int_equal(a->health.enabled, b->health.enabled);
 	assert_int_equal(a->health.drain_on_failure, b->health.drain_on_failure);
 	assert_int_equal(a->health.timeout_s, b->health.timeout_s);
+	assert_string_equal(a->health.gpu_device, b->health.gpu_device);
+	assert_int_equal(a->health.gpu_count, b->health.gpu_count);
+	assert_int_equal(a->health.ib, b->health.ib);
+	assert_int_equal(a->health.ib_min_rate_gbps, b->health.ib_min_rate_gbps);
+	assert_int_equal(a->health.min_free_gb, b->health.min_free_gb);
+	assert_int_equal(a->health.paths.n, b->health.paths.n);
+	for (size_t i = 0; i < a->health.paths.n; i++)
+		assert_string_equal(a->health.paths.items[i], b->health.paths.items[i]);
+	assert_string_equal(a->health.command, b->health.command);
+	assert_string_equal(a->health.sysfs_root, b->health.sysfs_root);
+	assert_string_equal(a->health.dev_root, b->health.dev_root);
 	assert_string_equal(a->ckptd.listen, b->ckptd.listen);
 	assert_string_equal(a->ckptd.address, b->ckptd.address);
 	assert_string_equal(a->ckptd.socket, b->ckptd.socket);
@@ -79,10 +107,23 @@ static const char full[] =
 	"  topology_conf: /etc/slurm/topo.conf\n"
 	"isolation:\n"
 	"  mode: task\n"
+	"  allow_off: yes\n"
+	"  proc_root: /srv/fake/proc\n"
 	"health:\n"
 	"  enabled: no\n"
 	"  drain_on_failure: off\n"
 	"  timeout: 3600\n"
+	"  gpu_device: /dev/gpus/%u/dev\n"
+	"  gpu_count: 8\n"
+	"  ib: true\n"
+	"  ib_min_rate_gbps: 200\n"
+	"  min_free_gb: 100\n"
+	"  paths:\n"
+	"    - /lustre/ckpt/%u/%j\n"
+	"    - \"/local/100%% full\"\n"
+	"  command: /usr/sbin/nhc -t 20\n"
+	"  sysfs_root: /srv/fake/%n/sys\n"
+	"  dev_root: /srv/fake/%n\n"
 	"ckptd:\n"
 	"  listen: \"[::]:7000\"\n"
 	"  address: ckpt.example.org:7000\n"
@@ -142,9 +183,23 @@ static void test_full(void **state)
 	assert_int_equal(conf.placement.mode, PHX_PLACE_BLOCK);
 	assert_string_equal(conf.placement.topology_conf, "/etc/slurm/topo.conf");
 	assert_int_equal(conf.isolation.mode, PHX_ISOLATE_TASK);
+	assert_true(conf.isolation.allow_off);
+	assert_string_equal(conf.isolation.proc_root, "/srv/fake/proc");
 	assert_false(conf.health.enabled);
 	assert_false(conf.health.drain_on_failure);
 	assert_int_equal(conf.health.timeout_s, 3600);
+	assert_string_equal(conf.health.gpu_device, "/dev/gpus/%u/dev");
+	assert_int_equal(conf.health.gpu_count, 8);
+	assert_int_equal(conf.health.ib, PHX_TRI_TRUE);
+	assert_int_equal(conf.health.ib_min_rate_gbps, 200);
+	assert_int_equal(conf.health.min_free_gb, 100);
+	assert_int_equal(conf.health.paths.n, 2);
+	assert_string_equal(conf.health.paths.items[0], "/lustre/ckpt/%u/%j");
+	assert_string_equal(conf.health.paths.items[1], "/local/100%% full");
+	assert_null(conf.health.paths.items[2]);
+	assert_string_equal(conf.health.command, "/usr/sbin/nhc -t 20");
+	assert_string_equal(conf.health.sysfs_root, "/srv/fake/%n/sys");
+	assert_string_equal(conf.health.dev_root, "/srv/fake/%n");
 	assert_string_equal(conf.ckptd.listen, "[::]:7000");
 	assert_string_equal(conf.ckptd.address, "ckpt.example.org:7000");
 	assert_string_equal(conf.ckptd.socket, "/run/p/c.sock");
@@ -359,6 +414,14 @@ static void test_bad_values(void **state)
 		  "'placement.topology_conf': expected an absolute path", "\"\" for the default" },
 		{ "isolation:\n  mode: gpu", "key 'isolation.mode': expected one of job, task, off",
 		  NULL },
+		{ "isolation:\n  allow_off: 1", "key 'isolation.allow_off': expected true or false",
+		  NULL },
+		{ "isolation:\n  proc_root: proc", "key 'isolation.proc_root': expected an absolute "
+		  "path", NULL },
+		{ "isolation:\n  proc_root: \"\"", "key 'isolation.proc_root': expected an absolute "
+		  "path", NULL },
+		{ "isolation:\n  alow_off: true", "unknown key 'isolation.alow_off'; known keys in "
+		  "'isolation': mode, allow_off, proc_root", "did you mean 'allow_off'?" },
 		{ "health:\n  enabled: 1", "key 'health.enabled': expected true or false, got '1'",
 		  NULL },
 		{ "health:\n  enabled: \"true\"", "key 'health.enabled'", "remove the quotes" },
@@ -582,6 +645,107 @@ static void test_mode_names(void **state)
 	assert_string_equal(phx_isolate_mode_name((enum phx_isolate_mode)-1), "unknown");
 }
 
+/* health.ib: a boolean in any spelling, or auto. */
+static void test_tristate(void **state)
+{
+	static const struct {
+		const char *text;
+		enum phx_tristate want;
+	} good[] = {
+		{ "health: {ib: auto}", PHX_TRI_AUTO }, { "health: {ib: \"auto\"}", PHX_TRI_AUTO },
+		{ "health: {ib: true}", PHX_TRI_TRUE }, { "health: {ib: Yes}", PHX_TRI_TRUE },
+		{ "health: {ib: on}", PHX_TRI_TRUE },   { "health: {ib: false}", PHX_TRI_FALSE },
+		{ "health: {ib: NO}", PHX_TRI_FALSE },  { "health: {ib: off}", PHX_TRI_FALSE },
+	};
+	struct phx_conf conf;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		if (load(good[i].text, &conf))
+			fail_msg("'%s' refused: %s", good[i].text, err);
+		assert_int_equal(conf.health.ib, good[i].want);
+		phx_conf_free(&conf);
+	}
+	refused("health:\n  ib: maybe", "t.yaml:2:7: key 'health.ib': expected one of auto, true, "
+		"false, got 'maybe'", NULL);
+	refused("health:\n  ib: atuo", "key 'health.ib'", "did you mean 'auto'?");
+	refused("health:\n  ib: 1", "key 'health.ib'", "got '1'");
+	refused("health:\n  ib:", "key 'health.ib'", NULL);
+	refused("health:\n  ib: [true]", "key 'health.ib'", "got a list");
+	assert_string_equal(phx_tristate_name(PHX_TRI_AUTO), "auto");
+	assert_string_equal(phx_tristate_name(PHX_TRI_TRUE), "true");
+	assert_string_equal(phx_tristate_name(PHX_TRI_FALSE), "false");
+	assert_string_equal(phx_tristate_name((enum phx_tristate)5), "unknown");
+}
+
+/* health.paths: a list of absolute paths; the % escapes of patterns. */
+static void test_lists_and_patterns(void **state)
+{
+	struct phx_conf conf, back;
+	char *buf;
+	size_t used = 0, cap = 70 * 16;
+
+	assert_int_equal(load("health:\n  paths: []\n", &conf), 0);
+	assert_int_equal(conf.health.paths.n, 0);
+	phx_conf_free(&conf);
+	assert_int_equal(load("health:\n  paths:\n", &conf), 0);
+	assert_int_equal(conf.health.paths.n, 0);
+	phx_conf_free(&conf);
+	assert_int_equal(load("health:\n  paths: [/a, \"/b c\", '/d#e']\n"
+			      "  gpu_device: \"\"\n  sysfs_root: /x/%n/%%\n", &conf), 0);
+	assert_int_equal(conf.health.paths.n, 3);
+	assert_string_equal(conf.health.paths.items[2], "/d#e");
+	assert_string_equal(conf.health.gpu_device, "");
+	dump_reload(&conf, &back);
+	assert_same(&conf, &back);
+	phx_conf_free(&back);
+	phx_conf_free(&conf);
+
+	refused("health:\n  paths: /ckpt", "t.yaml:2:10: key 'health.paths': expected a list of "
+		"absolute paths, like [/a, /b], got a single value", NULL);
+	refused("health:\n  paths: {a: 1}", "key 'health.paths'", "got a mapping");
+	refused("health:\n  paths: [/a, ckpt]", "t.yaml:2:15: key 'health.paths[1]': expected an "
+		"absolute path", NULL);
+	refused("health:\n  paths: [/a, \"\"]", "key 'health.paths[1]': expected an absolute path",
+		NULL);
+	refused("health:\n  paths: [/a, [/b]]", "key 'health.paths[1]': expected a string", NULL);
+	refused("health:\n  paths: [/a, ~]", "key 'health.paths[1]': expected a string", NULL);
+	refused("health:\n  paths: [\"/a\\nb\"]", "key 'health.paths[0]': control character",
+		NULL);
+	refused("health:\n  paths: [/ckpt/%n]", "key 'health.paths[0]': in '/ckpt/%n': '%n' is "
+		"not known here; use %u for a number, %j for the job id, %% for a percent sign",
+		NULL);
+	refused("health:\n  paths: [/ckpt/50%]", "'%' is not known here", NULL);
+	refused("health:\n  gpu_device: /dev/nvidia", "key 'health.gpu_device'",
+		"exactly one %u");
+	refused("health:\n  gpu_device: /dev/%u/nvidia%u", "exactly one %u", NULL);
+	refused("health:\n  gpu_device: /dev/nvidia%d", "'%d' is not known here; use %u for a "
+		"number, %% for a percent sign", NULL);
+	refused("health:\n  gpu_device: nvidia%u", "expected an absolute path", NULL);
+	refused("health:\n  sysfs_root: /srv/%u/sys", "key 'health.sysfs_root'",
+		"use %n for the node name");
+	refused("health:\n  dev_root: \"\"", "key 'health.dev_root': expected an absolute path",
+		NULL);
+	refused("health:\n  command: nhc", "key 'health.command': expected an absolute path",
+		NULL);
+	/* Outside patterns a percent sign is just a character. */
+	assert_int_equal(load("health:\n  command: \"/bin/echo 100%\"\n", &conf), 0);
+	assert_string_equal(conf.health.command, "/bin/echo 100%");
+	phx_conf_free(&conf);
+
+	buf = malloc(cap);
+	assert_non_null(buf);
+	used = (size_t)snprintf(buf, cap, "health:\n  paths:\n");
+	for (int i = 0; i < 65; i++)
+		used += (size_t)snprintf(buf + used, cap - used, "    - /p%d\n", i);
+	refused(buf, "key 'health.paths': 65 entries, at most 64 allowed", NULL);
+	free(buf);
+	refused("health:\n  gpu_count: 1025", "key 'health.gpu_count': expected an integer from "
+		"0 to 1024", NULL);
+	refused("health:\n  gpu_count: -1", "key 'health.gpu_count'", NULL);
+	refused("health:\n  ib_min_rate_gbps: 100001", "key 'health.ib_min_rate_gbps'", NULL);
+	refused("health:\n  min_free_gb: -5", "key 'health.min_free_gb'", NULL);
+}
+
 /* log_level in the file uses the same names as the logger. */
 static void test_log_level_names(void **state)
 {
@@ -614,6 +778,8 @@ int main(void)
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_mode_names),
 		cmocka_unit_test(test_log_level_names),
+		cmocka_unit_test(test_tristate),
+		cmocka_unit_test(test_lists_and_patterns),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

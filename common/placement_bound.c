@@ -1,0 +1,649 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The lower bound. The cost of a group is its cost at the core level minus
+ * a saving (weight[l+1] - weight[l]) for each level l whose units hold the
+ * group whole, so
+ *   bound = core cost - sum over levels l of delta_l * S_l
+ * where S_l is an upper bound on what the l-units can hold whole: per
+ * member of each whole collective group (tp, cp, ep, dp) its traffic, and
+ * per pipeline pair (a rank and its next stage) whole in a unit, pp's.
+ * Every bound below holds for any set of ranks, so the bound holds for every
+ * placement on any part of the allocation.
+ *
+ * Each collective is an item "lines of size s", pp is an item "hops along
+ * lines of size P". For a unit of n ranks, Y_t counts its ranks credited
+ * for item t (in a whole group, or with their next stage in the unit).
+ *
+ * Pairs. In a plane of two collectives (other coordinates fixed) x whole
+ * lines one way and y the other need x*a + y*b - x*y ranks (their union)
+ * and leave x*y ranks credited for both; in a plane of a collective and
+ * pp, a whole group starts every pipeline row, so it holds at most m - s
+ * hops. The best a unit can do for a pair is a knapsack over planes,
+ * solved exactly up to a size and bounded by the best value per rank above.
+ * For two collectives a plane with whole lines of both kinds is held by one
+ * unit (such lines cross), so over a whole level only nearly whole planes
+ * earn more than the larger traffic per rank.
+ *
+ * Bound A pairs the items every way, a pair bounded by its knapsack and a
+ * single item by its whole groups, and keeps the smallest total.
+ *
+ * Bound B: each rank is credited for at most |T| - 1 items of a set T
+ * unless it is credited for all of them, so Y(T) <= (|T|-1) n + E_T(n),
+ * E_T(n) bounding the ranks credited for all of T. E for pairs comes from
+ * the plane knapsacks; for more items a slab argument: the ranks credited
+ * for all of T project on q positions outside one collective v; each of
+ * v's s_v slices holds those q positions and at most E_{T-v} credited
+ * ranks. The largest sum b_t Y_t under all these limits is a small linear
+ * programme, solved exactly.
+ *
+ * The smaller of A and B is each unit's bound.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/placement_int.h"
+
+#define MAX_ITEMS PHX_DIM_COUNT
+/* Knapsack work per table; beyond it the per-rank bound takes over. */
+#define DP_BUDGET (1ul << 19)
+/* Units up to this size get the slab bound for three items or more. */
+#define SLAB_LIMIT 1024ul
+#define MEMO_SIZE 1024
+
+struct item {
+	bool hop;	 /* pipeline neighbour pairs, else whole groups */
+	uint64_t mib;	 /* per member, or per pair */
+	unsigned long s; /* group size, or pipeline length */
+};
+
+/* Best total of n ranks: exact up to lim, per-rank density above. */
+struct knap {
+	uint64_t *v;
+	unsigned long lim;
+	uint64_t num, den;
+};
+
+struct pair_table {
+	struct knap value; /* traffic held whole by both items */
+	struct knap both;  /* ranks credited for both */
+	bool lines;	   /* two collectives: the level-wide plane bound applies */
+	uint64_t b_max;
+	struct knap gain; /* per unit: planes worth more than b_max per rank */
+};
+
+struct bounder {
+	const struct pl_alloc *a;
+	struct item it[MAX_ITEMS];
+	unsigned n_items;
+	struct pair_table pair[MAX_ITEMS][MAX_ITEMS];
+	unsigned long n_max;	  /* largest unit that matters */
+	uint32_t *all[1u << MAX_ITEMS]; /* E_T(m) for |T| >= 3, m <= slab_lim */
+	unsigned long slab_lim;
+	/* Units of every level share sizes: each size's bound is kept. */
+	unsigned long memo_n[MEMO_SIZE];
+	uint64_t memo_v[MEMO_SIZE];
+};
+
+static uint64_t umax(uint64_t x, uint64_t y)
+{
+	return x > y ? x : y;
+}
+
+static uint64_t umin(uint64_t x, uint64_t y)
+{
+	return x < y ? x : y;
+}
+
+/* ---------------------------------------------------------------- knapsacks */
+
+/* g[1..m_max]: best value of one plane with that many ranks (made monotone). */
+static int knap_build(struct knap *k, uint64_t *g, unsigned long m_max, unsigned long n_max)
+{
+	k->num = 0;
+	k->den = 1;
+	for (unsigned long m = 1; m <= m_max; m++) {
+		g[m] = umax(g[m], g[m - 1]);
+		if ((unsigned __int128)g[m] * k->den > (unsigned __int128)k->num * m) {
+			k->num = g[m];
+			k->den = m;
+		}
+	}
+	k->lim = umin(DP_BUDGET / (m_max + 1), n_max);
+	k->v = calloc(k->lim + 1, sizeof(*k->v));
+	if (!k->v)
+		return -1;
+	for (unsigned long n = 1; n <= k->lim; n++) {
+		uint64_t best = k->v[n - 1];
+
+		for (unsigned long m = 1; m <= m_max && m <= n; m++)
+			best = umax(best, g[m] + k->v[n - m]);
+		k->v[n] = best;
+	}
+	return 0;
+}
+
+static uint64_t knap_get(const struct knap *k, unsigned long n)
+{
+	if (n <= k->lim)
+		return k->v[n];
+	return (uint64_t)((unsigned __int128)k->num * n / k->den);
+}
+
+/* ---------------------------------------------------------------- planes */
+
+/* Two collectives, a <= b: y whole b-lines and x whole a-lines. */
+static void plane_lines(const struct item *p, const struct item *q, uint64_t *value,
+			uint64_t *both, unsigned long m_max)
+{
+	const struct item *ia = p->s <= q->s ? p : q, *ib = p->s <= q->s ? q : p;
+	unsigned long a = ia->s, b = ib->s;
+
+	for (unsigned long y = 0; y <= a && y * b <= m_max; y++) {
+		if (y == a) {
+			value[a * b] = umax(value[a * b], (ia->mib + ib->mib) * a * b);
+			both[a * b] = a * b;
+			break;
+		}
+		for (unsigned long x = 0; x <= b; x++) {
+			unsigned long m = y * b + x * (a - y);
+
+			if (m > m_max)
+				break;
+			value[m] = umax(value[m], ib->mib * b * y + ia->mib * a * x);
+			both[m] = umax(both[m], x * y);
+		}
+	}
+}
+
+/* A collective of size s and a pipeline of length P, in an s x P plane. */
+static void plane_hops(const struct item *line, const struct item *hop, uint64_t *value,
+		       uint64_t *both, unsigned long m_max)
+{
+	unsigned long s = line->s, P = hop->s;
+
+	for (unsigned long m = 1; m <= m_max; m++) {
+		/* No whole group: at least ceil(m / P) rows are started. */
+		uint64_t v = hop->mib * (m - (m + P - 1) / P);
+
+		/* Whole groups start every one of the s rows. */
+		if (m >= s) {
+			unsigned long x = m / s < P ? m / s : P;
+
+			v = umax(v, line->mib * s * x + hop->mib * (m - s));
+			both[m] = umin(s * x, m - s);
+		}
+		value[m] = umax(value[m], v);
+	}
+}
+
+/*
+ * A plane with whole lines of both kinds sits in one unit, and its other
+ * ranks earn nothing from the pair; with whole lines of one kind only it
+ * earns at most b_max per rank. gain(m) is what one unit earns above that.
+ */
+static int build_gain(struct bounder *bd, struct pair_table *t, const struct item *p,
+		      const struct item *q, const uint64_t *value, unsigned long m_max)
+{
+	uint64_t *g = calloc(m_max + 1, sizeof(*g)), plane_full;
+	int rc;
+
+	if (!g)
+		return -1;
+	t->lines = true;
+	t->b_max = umax(p->mib, q->mib);
+	plane_full = t->b_max * p->s * q->s;
+	for (unsigned long m = 1; m <= m_max; m++)
+		g[m] = value[m] > plane_full ? value[m] - plane_full : 0;
+	rc = knap_build(&t->gain, g, m_max, bd->n_max);
+	free(g);
+	return rc;
+}
+
+static int fill_pair(struct bounder *bd, unsigned i, unsigned j)
+{
+	const struct item *p = &bd->it[i], *q = &bd->it[j];
+	struct pair_table *t = &bd->pair[i][j];
+	unsigned long m_max = umin(p->s * q->s, bd->n_max);
+	uint64_t *value = calloc(m_max + 1, sizeof(*value));
+	uint64_t *both = calloc(m_max + 1, sizeof(*both));
+	int rc = -1;
+
+	if (!value || !both)
+		goto out;
+	if (p->hop || q->hop)
+		plane_hops(p->hop ? q : p, p->hop ? p : q, value, both, m_max);
+	else
+		plane_lines(p, q, value, both, m_max);
+	if (knap_build(&t->value, value, m_max, bd->n_max) < 0 ||
+	    knap_build(&t->both, both, m_max, bd->n_max) < 0)
+		goto out;
+	rc = p->hop || q->hop ? 0 : build_gain(bd, t, p, q, value, m_max);
+out:
+	free(value);
+	free(both);
+	return rc;
+}
+
+/* ---------------------------------------------------------------- bound A */
+
+static uint64_t single_count(const struct item *it, unsigned long n)
+{
+	if (it->hop)
+		return n ? n - (n + it->s - 1) / it->s : 0;
+	return it->s * (n / it->s);
+}
+
+/* Smallest total over the ways to pair up the items not yet in used. */
+static uint64_t pairings(const struct bounder *bd, unsigned used, unsigned long n)
+{
+	uint64_t best;
+	unsigned i = 0;
+
+	while (i < bd->n_items && (used & (1u << i)))
+		i++;
+	if (i == bd->n_items)
+		return 0;
+	used |= 1u << i;
+	best = bd->it[i].mib * single_count(&bd->it[i], n) + pairings(bd, used, n);
+	for (unsigned j = i + 1; j < bd->n_items; j++) {
+		uint64_t v;
+
+		if (used & (1u << j))
+			continue;
+		v = knap_get(&bd->pair[i][j].value, n) + pairings(bd, used | (1u << j), n);
+		if (v < best)
+			best = v;
+	}
+	return best;
+}
+
+/* ---------------------------------------------------------------- bound B */
+
+static unsigned popcount(unsigned x)
+{
+	return (unsigned)__builtin_popcount(x);
+}
+
+/* Ranks of n credited for every item of set (a bit mask). */
+static uint64_t all_of(const struct bounder *bd, unsigned set, unsigned long n)
+{
+	uint64_t best = n;
+	unsigned i, j;
+
+	if (popcount(set) == 1)
+		return single_count(&bd->it[__builtin_ctz(set)], n);
+	if (popcount(set) >= 3 && n <= bd->slab_lim && bd->all[set])
+		return bd->all[set][n];
+	for (i = 0; i < bd->n_items; i++) {
+		for (j = i + 1; j < bd->n_items; j++) {
+			if ((set >> i & 1) && (set >> j & 1))
+				best = umin(best, knap_get(&bd->pair[i][j].both, n));
+		}
+	}
+	return best;
+}
+
+/*
+ * Slab bound for E_set with collective v: the ranks credited for all of set
+ * project on q positions outside v; each of v's s slices holds those q
+ * positions and at most min(q, E_rest(x)) credited ranks with x ranks.
+ * Over s slices sharing m ranks that is at most s * h(m / s), h the
+ * concave envelope of min(q, E_rest(x)) for x >= q.
+ */
+struct hull_pt {
+	uint64_t x, y;
+};
+
+static size_t upper_hull(const uint64_t *e, unsigned long q, unsigned long end,
+			 struct hull_pt *h)
+{
+	size_t n = 0;
+
+	for (unsigned long x = q; x <= end; x++) {
+		struct hull_pt p = { x, umin(q, e[x]) };
+
+		/* Drop the last point while it lies on or below the new chord. */
+		while (n >= 2 && (h[n - 1].y - h[n - 2].y) * (p.x - h[n - 2].x) <=
+					 (p.y - h[n - 2].y) * (h[n - 1].x - h[n - 2].x))
+			n--;
+		h[n++] = p;
+	}
+	return n;
+}
+
+static void slab(const struct bounder *bd, unsigned set, unsigned v, uint32_t *out)
+{
+	unsigned rest = set & ~(1u << v);
+	unsigned long s = bd->it[v].s, lim = bd->slab_lim, end = 0;
+	struct hull_pt *h = calloc(lim + 2, sizeof(*h));
+	uint64_t *best = calloc(lim + 1, sizeof(*best));
+	uint64_t *e = calloc(lim + 1, sizeof(*e));
+
+	if (!h || !best || !e)
+		goto out; /* out[] keeps the pair bounds */
+	for (unsigned long x = 0; x <= lim; x++)
+		e[x] = all_of(bd, rest, x);
+	for (unsigned long q = 1; q <= lim / s; q++) {
+		size_t n, i = 0;
+
+		/* Past the first x holding q credited ranks, min(q, E) is flat. */
+		while (end < q || (end < lim && e[end] < q))
+			end++;
+		n = upper_hull(e, q, end, h);
+		for (unsigned long m = s * q; m <= lim; m++) {
+			uint64_t val;
+
+			while (i + 1 < n && s * h[i + 1].x <= m)
+				i++;
+			if (i + 1 == n)
+				val = s * h[i].y;
+			else
+				val = s * h[i].y + (h[i + 1].y - h[i].y) * (m - s * h[i].x) /
+							   (h[i + 1].x - h[i].x);
+			best[m] = umax(best[m], val);
+		}
+	}
+	for (unsigned long m = 1; m <= lim; m++) {
+		if (best[m] < out[m])
+			out[m] = (uint32_t)best[m];
+	}
+out:
+	free(h);
+	free(best);
+	free(e);
+}
+
+static int build_slabs(struct bounder *bd)
+{
+	bd->slab_lim = umin(bd->n_max, SLAB_LIMIT);
+	/* Smaller sets first: a set's slab uses its subsets. */
+	for (unsigned size = 3; size <= bd->n_items; size++) {
+		for (unsigned set = 1; set < (1u << bd->n_items); set++) {
+			uint32_t *e;
+
+			if (popcount(set) != size)
+				continue;
+			e = calloc(bd->slab_lim + 1, sizeof(*e));
+			if (!e)
+				return -1;
+			for (unsigned long m = 0; m <= bd->slab_lim; m++) {
+				e[m] = (uint32_t)umin(m, UINT32_MAX);
+				for (unsigned i = 0; i < bd->n_items; i++) {
+					if (set >> i & 1)
+						e[m] = (uint32_t)umin(e[m], all_of(bd, set & ~(1u << i), m));
+				}
+			}
+			for (unsigned v = 0; v < bd->n_items; v++) {
+				if ((set >> v & 1) && !bd->it[v].hop)
+					slab(bd, set, v, e);
+			}
+			bd->all[set] = e;
+		}
+	}
+	return 0;
+}
+
+/* Y(set) <= (|set| - 1) n + E_set(n); a single item by its whole groups. */
+static uint64_t set_cap(const struct bounder *bd, unsigned set, unsigned long n)
+{
+	if (popcount(set) == 1)
+		return single_count(&bd->it[__builtin_ctz(set)], n);
+	return (uint64_t)(popcount(set) - 1) * n + all_of(bd, set, n);
+}
+
+/*
+ * max sum b_t Y_t subject to Y(T) <= set_cap(T) for every set T, Y >= 0,
+ * by the simplex method on integers (each pivot divides exactly by the
+ * previous one, Bland's rule against cycling). The matrix is 0/1 with at
+ * most 5 columns, so every entry is a small minor: 128-bit products do.
+ * Returns the floor of the optimum, a bound on any whole-rank solution.
+ */
+#define LP_ROWS ((1u << MAX_ITEMS) - 1)
+#define LP_COLS (MAX_ITEMS + LP_ROWS + 1)
+
+static uint64_t lp_bound(const struct bounder *bd, unsigned long n)
+{
+	__int128 t[LP_ROWS + 1][LP_COLS], d = 1;
+	unsigned k = bd->n_items, m = (1u << k) - 1, rhs = k + m, basis[LP_ROWS];
+
+	memset(t, 0, sizeof(t));
+	for (unsigned r = 0; r < m; r++) {
+		for (unsigned c = 0; c < k; c++)
+			t[r][c] = ((r + 1) >> c) & 1;
+		t[r][k + r] = 1;
+		t[r][rhs] = (__int128)set_cap(bd, r + 1, n);
+		basis[r] = k + r;
+	}
+	for (unsigned c = 0; c < k; c++)
+		t[m][c] = -(__int128)bd->it[c].mib;
+	for (;;) {
+		unsigned q = 0, p = m;
+
+		while (q < rhs && t[m][q] >= 0)
+			q++;
+		if (q == rhs)
+			break;
+		for (unsigned r = 0; r < m; r++) {
+			if (t[r][q] <= 0)
+				continue;
+			if (p == m || t[r][rhs] * t[p][q] < t[p][rhs] * t[r][q] ||
+			    (t[r][rhs] * t[p][q] == t[p][rhs] * t[r][q] && basis[r] < basis[p]))
+				p = r;
+		}
+		if (p == m)
+			return UINT64_MAX; /* unbounded: cannot happen with caps */
+		for (unsigned r = 0; r <= m; r++) {
+			if (r == p)
+				continue;
+			for (unsigned c = 0; c <= rhs; c++) {
+				if (c != q)
+					t[r][c] = (t[r][c] * t[p][q] - t[r][q] * t[p][c]) / d;
+			}
+			t[r][q] = 0;
+		}
+		d = t[p][q];
+		basis[p] = q;
+	}
+	return (uint64_t)(t[m][rhs] / d);
+}
+
+/* ---------------------------------------------------------------- levels */
+
+static uint64_t unit_bound(struct bounder *bd, unsigned long n)
+{
+	unsigned slot = (unsigned)(n % MEMO_SIZE);
+
+	if (bd->memo_n[slot] != n) {
+		bd->memo_n[slot] = n;
+		bd->memo_v[slot] = umin(pairings(bd, 0, n), lp_bound(bd, n));
+	}
+	return bd->memo_v[slot];
+}
+
+struct totals {
+	uint64_t single[MAX_ITEMS];
+	uint64_t pair[MAX_ITEMS][MAX_ITEMS];
+	uint64_t gain[MAX_ITEMS][MAX_ITEMS];
+};
+
+/* Smallest sum of level totals over the ways to pair up the items. */
+static uint64_t total_pairings(const struct bounder *bd, const struct totals *tt, unsigned used)
+{
+	uint64_t best;
+	unsigned i = 0;
+
+	while (i < bd->n_items && (used & (1u << i)))
+		i++;
+	if (i == bd->n_items)
+		return 0;
+	used |= 1u << i;
+	best = tt->single[i] + total_pairings(bd, tt, used);
+	for (unsigned j = i + 1; j < bd->n_items; j++) {
+		if (!(used & (1u << j)))
+			best = umin(best, tt->pair[i][j] + total_pairings(bd, tt, used | (1u << j)));
+	}
+	return best;
+}
+
+static void add_unit(const struct bounder *bd, struct totals *tt, unsigned long n)
+{
+	for (unsigned i = 0; i < bd->n_items; i++) {
+		uint64_t one = bd->it[i].mib * single_count(&bd->it[i], n);
+
+		tt->single[i] = pl_sat_add(tt->single[i], one);
+		for (unsigned j = i + 1; j < bd->n_items; j++) {
+			const struct pair_table *t = &bd->pair[i][j];
+
+			tt->pair[i][j] = pl_sat_add(tt->pair[i][j], knap_get(&t->value, n));
+			if (t->lines)
+				tt->gain[i][j] = pl_sat_add(tt->gain[i][j], knap_get(&t->gain, n));
+		}
+	}
+}
+
+static int cmp_ul(const void *x, const void *y)
+{
+	unsigned long a = *(const unsigned long *)x, b = *(const unsigned long *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+/*
+ * The level's saving: per unit the smaller of bounds A and B, summed; or
+ * bound A on level totals, where two collectives also have the plane
+ * bound. Both hold; the smaller is kept.
+ */
+static int level_saving(struct bounder *bd, unsigned level, uint64_t *out)
+{
+	const struct pl_alloc *a = bd->a;
+	unsigned long *cap = calloc(a->n_units[level] + 1, sizeof(*cap));
+	struct totals *tt = calloc(1, sizeof(*tt));
+	uint64_t sum = 0, last = 0;
+
+	if (!cap || !tt) {
+		free(cap);
+		free(tt);
+		return -1;
+	}
+	for (size_t i = 0; i < a->n_nodes; i++)
+		cap[a->unit[i][level]] += a->gpn;
+	qsort(cap, a->n_units[level], sizeof(*cap), cmp_ul);
+	for (uint32_t u = 0; u < a->n_units[level]; u++) {
+		unsigned long n = umin(cap[u], a->world);
+
+		if (!n)
+			continue;
+		if (!u || cap[u] != cap[u - 1])
+			last = unit_bound(bd, n);
+		sum = pl_sat_add(sum, last);
+		add_unit(bd, tt, n);
+	}
+	for (unsigned i = 0; i < bd->n_items; i++) {
+		for (unsigned j = i + 1; j < bd->n_items; j++) {
+			const struct pair_table *t = &bd->pair[i][j];
+
+			if (t->lines)
+				tt->pair[i][j] = umin(tt->pair[i][j],
+						      pl_sat_add(pl_sat_mul(t->b_max, a->world),
+								 tt->gain[i][j]));
+		}
+	}
+	*out = umin(sum, total_pairings(bd, tt, 0));
+	free(cap);
+	free(tt);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static void collect_items(struct bounder *bd)
+{
+	const struct pl_alloc *a = bd->a;
+
+	for (int d = 0; d < PHX_DIM_COUNT; d++) {
+		unsigned long s = a->layout->size[d];
+
+		if (s < 2 || !a->traffic[d])
+			continue;
+		bd->it[bd->n_items].hop = d == PHX_DIM_PP;
+		bd->it[bd->n_items].mib = a->traffic[d];
+		bd->it[bd->n_items].s = s;
+		bd->n_items++;
+	}
+}
+
+static void largest_unit(struct bounder *bd)
+{
+	const struct pl_alloc *a = bd->a;
+
+	for (unsigned l = 0; l < PL_SUB_LEVELS; l++) {
+		unsigned long *cap;
+
+		if (a->weight[l + 1] == a->weight[l])
+			continue;
+		cap = calloc(a->n_units[l] + 1, sizeof(*cap));
+		if (!cap) {
+			bd->n_max = a->world; /* only costs time */
+			return;
+		}
+		for (size_t i = 0; i < a->n_nodes; i++) {
+			cap[a->unit[i][l]] += a->gpn;
+			bd->n_max = umax(bd->n_max, cap[a->unit[i][l]]);
+		}
+		free(cap);
+	}
+	bd->n_max = umin(bd->n_max, a->world);
+}
+
+static void free_bounder(struct bounder *bd)
+{
+	for (unsigned i = 0; i < MAX_ITEMS; i++) {
+		for (unsigned j = 0; j < MAX_ITEMS; j++) {
+			free(bd->pair[i][j].value.v);
+			free(bd->pair[i][j].both.v);
+			free(bd->pair[i][j].gain.v);
+		}
+	}
+	for (unsigned s = 0; s < (1u << MAX_ITEMS); s++)
+		free(bd->all[s]);
+}
+
+int pl_lower_bound(const struct pl_alloc *a, uint64_t *bound)
+{
+	struct bounder bd = { .a = a };
+	uint64_t full = 0, base, saved = 0;
+	int rc = -1;
+
+	collect_items(&bd);
+	largest_unit(&bd);
+	for (unsigned i = 0; i < bd.n_items; i++) {
+		unsigned long held = bd.it[i].hop ? a->world / bd.it[i].s * (bd.it[i].s - 1) :
+						    a->world;
+
+		for (unsigned j = i + 1; j < bd.n_items; j++) {
+			if (fill_pair(&bd, i, j) < 0)
+				goto out;
+		}
+		full = pl_sat_add(full, bd.it[i].mib * held);
+	}
+	if (build_slabs(&bd) < 0)
+		goto out;
+	base = pl_sat_mul(full, a->weight[PHX_LEVEL_CORE]);
+	for (unsigned l = 0; l < PL_SUB_LEVELS; l++) {
+		uint64_t delta = a->weight[l + 1] - a->weight[l], s;
+
+		if (!delta)
+			continue;
+		if (level_saving(&bd, l, &s) < 0)
+			goto out;
+		/* No level can save more than all the traffic there is. */
+		saved = pl_sat_add(saved, pl_sat_mul(umin(s, full), delta));
+	}
+	*bound = saved < base ? base - saved : 0;
+	rc = 0;
+out:
+	free_bounder(&bd);
+	return rc;
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * GPU isolation: a task sees only the GPUs of its job (job mode) or its
+ * own (task mode); the others are masked in a private mount namespace.
+ */
+#ifndef PHX_SPANK_ISOLATE_H
+#define PHX_SPANK_ISOLATE_H
+
+#include <slurm/spank.h>
+
+#include "common/conf.h"
+#include "spank/options.h"
+
+/*
+ * From slurm_spank_task_init_privileged (root, in the forked task). -1
+ * fails the task: it never runs unisolated when isolation was asked for.
+ */
+int phx_isolate_task(spank_t sp, const struct phx_conf *conf, const struct phx_job_opts *opts);
+
+/*
+ * From slurm_spank_task_init, before anything else reads
+ * CUDA_VISIBLE_DEVICES: Slurm sets a per-task value (--gpu-bind,
+ * --gpus-per-task) only after task_init_privileged, in its own numbering;
+ * this renumbers it for the GPUs left visible.
+ */
+int phx_isolate_task_env(spank_t sp);
+
+#endif

@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "config.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+
+#include "common/fabric.h"
+#include "common/hostlist.h"
+#include "common/log.h"
+#include "spank/step.h"
+
+unsigned phx_uniform_tasks_per_node(const char *spec)
+{
+	unsigned count = 0;
+	const char *p = spec;
+
+	while (p && *p) {
+		char *end;
+		unsigned long n = strtoul(p, &end, 10);
+
+		if (end == p || n == 0 || n > 65535 || (count && n != count))
+			return 0;
+		count = (unsigned)n;
+		p = end;
+		if (*p == '(') { /* "(xM)" repeats the same count */
+			p = strchr(p, ')');
+			if (!p)
+				return 0;
+			p++;
+		}
+		if (*p == ',')
+			p++;
+		else if (*p)
+			return 0;
+	}
+	return count;
+}
+
+const char *phx_topology_conf_path(const struct phx_conf *conf, char *buf, size_t len)
+{
+	const char *slurm_conf = getenv("SLURM_CONF");
+	char copy[4096];
+
+	if (conf->placement.topology_conf && *conf->placement.topology_conf)
+		return conf->placement.topology_conf;
+	if (!slurm_conf || strlen(slurm_conf) >= sizeof(copy))
+		slurm_conf = "/etc/slurm/slurm.conf";
+	strcpy(copy, slurm_conf);
+	snprintf(buf, len, "%s/topology.conf", dirname(copy));
+	return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
+static void step_fail(struct phx_step *step, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void step_fail(struct phx_step *step, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(step->error, sizeof(step->error), fmt, ap);
+	va_end(ap);
+}
+
+static int job_env(spank_t sp, const char *name, char *buf, int len)
+{
+	return spank_getenv(sp, name, buf, len) == ESPANK_SUCCESS ? 0 : -1;
+}
+
+static int read_ids(spank_t sp, struct phx_step *step)
+{
+	if (spank_get_item(sp, S_JOB_ID, &step->job_id) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_STEPID, &step->step_id) != ESPANK_SUCCESS)
+		return -1;
+	if (job_env(sp, "SLURMD_NODENAME", step->node, sizeof(step->node)) < 0 &&
+	    gethostname(step->node, sizeof(step->node)) < 0)
+		return -1;
+	return 0;
+}
+
+static int place_topo(const struct phx_conf *conf, const struct phx_layout *layout,
+		      struct phx_hostnames *nodes, unsigned tpn, struct phx_step *step)
+{
+	struct phx_fabric *fabric = NULL;
+	char topo_buf[4096], err[1024];
+	struct phx_place_input in = {
+		.nodes = nodes->names,
+		.n_nodes = nodes->count,
+		.gpus_per_node = tpn,
+		.layout = layout,
+	};
+	const char *topo_conf = phx_topology_conf_path(conf, topo_buf, sizeof(topo_buf));
+	int rc = -1;
+
+	if (phx_fabric_load(conf->has_fabric ? conf->source : NULL, topo_conf, &fabric, err, sizeof(err)) < 0) {
+		step_fail(step, "cannot read the fabric: %s; fix it or use --phx-place=block", err);
+		return -1;
+	}
+	in.fabric = fabric;
+	if (phx_place(&in, &step->plan, err, sizeof(err)) < 0) {
+		step_fail(step, "placement failed: %s", err);
+		goto out;
+	}
+	for (size_t i = 0; i < step->plan->n_warnings; i++)
+		phx_warn("%s", step->plan->warnings[i]);
+	if (phx_rankmap_from_plan(step->plan, step->node, &step->map, err, sizeof(err)) < 0) {
+		step_fail(step, "%s", err);
+		goto out;
+	}
+	rc = 0;
+out:
+	phx_fabric_free(fabric);
+	return rc;
+}
+
+static int build_map(spank_t sp, const struct phx_conf *conf, const struct phx_job_opts *opts,
+		     struct phx_step *step)
+{
+	struct phx_hostnames nodes = { 0 };
+	struct phx_layout layout;
+	char buf[8192], err[1024];
+	uint32_t world = 0;
+	unsigned tpn;
+	int rc = -1;
+
+	if (phx_layout_parse(opts->layout, &layout, err, sizeof(err)) < 0) {
+		step_fail(step, "--phx-layout: %s", err);
+		return -1;
+	}
+	if (spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &world) != ESPANK_SUCCESS ||
+	    phx_layout_resolve(&layout, world, err, sizeof(err)) < 0) {
+		step_fail(step, "--phx-layout does not fit the step's %u tasks: %s", world, err);
+		return -1;
+	}
+	if (job_env(sp, "SLURM_STEP_TASKS_PER_NODE", buf, sizeof(buf)) < 0 ||
+	    !(tpn = phx_uniform_tasks_per_node(buf))) {
+		step_fail(step, "--phx-layout needs the same number of tasks on every node; "
+				"use --ntasks-per-node");
+		return -1;
+	}
+	if (job_env(sp, "SLURM_STEP_NODELIST", buf, sizeof(buf)) < 0 ||
+	    phx_hostlist_expand(buf, &nodes, err, sizeof(err)) < 0) {
+		step_fail(step, "cannot read the step's node list: %s", err);
+		return -1;
+	}
+	if (opts->place == PHX_PLACE_TOPO)
+		rc = place_topo(conf, &layout, &nodes, tpn, step);
+	else if (phx_rankmap_block(&layout, nodes.names, nodes.count, tpn, step->node,
+				   &step->map, err, sizeof(err)) == 0)
+		rc = 0;
+	else
+		step_fail(step, "%s", err);
+	phx_hostnames_free(&nodes);
+	return rc;
+}
+
+void phx_step_prepare(spank_t sp, const struct phx_conf *conf, const struct phx_job_opts *opts,
+		      struct phx_step *step)
+{
+	char err[1024];
+
+	memset(step, 0, sizeof(*step));
+	if (!opts->layout || opts->place == PHX_PLACE_OFF)
+		return;
+	if (read_ids(sp, step) < 0) {
+		step_fail(step, "cannot read the job and step ids from Slurm");
+		step->active = true;
+		return;
+	}
+	/* The batch script and the extern step are not ranks of the layout. */
+	if (step->step_id == SLURM_BATCH_SCRIPT || step->step_id == SLURM_EXTERN_CONT ||
+	    step->step_id == SLURM_INTERACTIVE_STEP)
+		return;
+	step->active = true;
+	step->master_port = phx_master_port(step->job_id, step->step_id);
+	if (build_map(sp, conf, opts, step) < 0)
+		return;
+	/* Binding is best effort: without a topology the ranks still run. */
+	if (phx_topo_load(NULL, &step->topo, err, sizeof(err)) < 0)
+		phx_debug("no node topology, GPUs are not bound to CPUs and NICs: %s", err);
+}
+
+void phx_step_free(struct phx_step *step)
+{
+	phx_rankmap_free(&step->map);
+	phx_plan_free(step->plan);
+	phx_topo_free(step->topo);
+	memset(step, 0, sizeof(*step));
+}

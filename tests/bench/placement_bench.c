@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Placement benchmark: synthetic clusters of 1k, 16k and 128k GPUs with
+ * seeded, fragmented allocations (each leaf has a random number of free
+ * nodes at random places; the job takes leaves in random order until it has
+ * enough), on two fabrics:
+ *   ib     8 GPUs per node, 32 nodes per leaf, 16 leaves per spine,
+ *          spines 2:1 oversubscribed and 2:1 again above them
+ *   nvl72  4 GPUs per node, NVLink domains of 18 nodes (72 GPUs), two
+ *          domains per leaf, same spines
+ * For each case it prints the plan's cost over the lower bound, its cost
+ * over Slurm's host-name order, how much more cross-leaf traffic the
+ * host-name order sends, and the time phx_place() took. Targets: cost
+ * within 1.05x of the bound, 1.5x less cross-leaf traffic than host-name
+ * order, under 50 ms at 16k GPUs and 1 s at 128k. Exits 1 when one is
+ * missed.
+ *
+ *   placement_bench [--seed N] [--max-gpus N] [--fabric ib|nvl72]
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/fabric.h"
+#include "common/layout.h"
+#include "common/placement.h"
+
+#define LEAVES_PER_SPINE 16
+
+struct fabric_kind {
+	const char *name;
+	unsigned gpn, leaf_nodes, domain_nodes; /* domain_nodes 0: none */
+	unsigned long nvlink_mbs;
+};
+
+static const struct fabric_kind kinds[] = {
+	{ "ib", 8, 32, 0, 0 },
+	{ "nvl72", 4, 36, 18, 900000 },
+};
+
+struct bench_case {
+	const char *fabric;
+	unsigned long gpus;
+	const char *layout;
+};
+
+static const struct bench_case cases[] = {
+	{ "ib", 1024, "tp=8,pp=4,dp=*" },
+	{ "ib", 16384, "tp=8,pp=8,dp=*" },
+	{ "ib", 131072, "tp=8,pp=8,dp=*" },
+	{ "ib", 16384, "tp=2,ep=4,pp=4,dp=*" },
+	{ "nvl72", 1024, "tp=4,ep=8,pp=4,dp=*" },
+	{ "nvl72", 16384, "tp=4,ep=8,pp=8,dp=*" },
+	{ "nvl72", 131072, "tp=4,ep=8,pp=8,dp=*" },
+};
+
+static uint64_t rng_state;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 2685821657736338717ull;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static char *topology_conf(const struct fabric_kind *k, unsigned leaves, size_t *len)
+{
+	size_t cap = (size_t)leaves * 160 + 4096, off = 0;
+	unsigned spines = (leaves + LEAVES_PER_SPINE - 1) / LEAVES_PER_SPINE;
+	char *t = malloc(cap);
+
+	if (!t)
+		return NULL;
+	for (unsigned l = 0; l < leaves; l++) {
+		unsigned first = l * k->leaf_nodes;
+
+		off += (size_t)snprintf(t + off, cap - off, "SwitchName=leaf%u Nodes=n[%06u-%06u]\n",
+					l, first, first + k->leaf_nodes - 1);
+		for (unsigned d = 0; k->domain_nodes && d < k->leaf_nodes / k->domain_nodes; d++)
+			off += (size_t)snprintf(t + off, cap - off, "BlockName=nvl%u_%u Nodes=n[%06u-%06u]\n",
+						l, d, first + d * k->domain_nodes,
+						first + (d + 1) * k->domain_nodes - 1);
+	}
+	for (unsigned s = 0; s < spines; s++) {
+		unsigned last = (s + 1) * LEAVES_PER_SPINE - 1;
+
+		off += (size_t)snprintf(t + off, cap - off, "SwitchName=spine%u Switches=leaf[%u-%u]\n",
+					s, s * LEAVES_PER_SPINE, last < leaves ? last : leaves - 1);
+	}
+	*len = off;
+	return t;
+}
+
+/* Leaves in random order, a random count of free nodes in each. */
+static char **allocate(const struct fabric_kind *k, unsigned leaves, size_t need)
+{
+	char **names = calloc(need, sizeof(*names));
+	unsigned *order = calloc(leaves, sizeof(*order));
+	unsigned char *take = calloc(k->leaf_nodes, 1);
+	size_t n = 0;
+
+	if (!names || !order || !take)
+		goto out;
+	for (unsigned l = 0; l < leaves; l++)
+		order[l] = l;
+	for (unsigned l = leaves; l > 1; l--) {
+		unsigned j = (unsigned)(rng() % l), t = order[l - 1];
+
+		order[l - 1] = order[j];
+		order[j] = t;
+	}
+	for (unsigned i = 0; i < leaves && n < need; i++) {
+		unsigned free_nodes = 1 + (unsigned)(rng() % k->leaf_nodes);
+
+		memset(take, 0, k->leaf_nodes);
+		for (unsigned f = 0; f < free_nodes; f++)
+			take[rng() % k->leaf_nodes] = 1;
+		for (unsigned x = 0; x < k->leaf_nodes && n < need; x++) {
+			char name[32];
+
+			if (!take[x])
+				continue;
+			snprintf(name, sizeof(name), "n%06u", order[i] * k->leaf_nodes + x);
+			names[n++] = strdup(name);
+		}
+	}
+	/* Shuffled: the result must not depend on the order of the names. */
+	for (size_t i = n; i > 1; i--) {
+		size_t j = (size_t)(rng() % i);
+		char *t = names[i - 1];
+
+		names[i - 1] = names[j];
+		names[j] = t;
+	}
+out:
+	free(order);
+	free(take);
+	if (n < need) {
+		for (size_t i = 0; i < n; i++)
+			free(names[i]);
+		free(names);
+		return NULL;
+	}
+	return names;
+}
+
+static unsigned leaves_used(const struct phx_plan *plan)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < plan->n_nodes; i++)
+		n += !i || strcmp(plan->nodes[i].leaf, plan->nodes[i - 1].leaf);
+	return n;
+}
+
+static int run_case(const struct bench_case *c, int *missed)
+{
+	const struct fabric_kind *k = !strcmp(c->fabric, "ib") ? &kinds[0] : &kinds[1];
+	size_t nodes = c->gpus / k->gpn, len;
+	unsigned leaves = (unsigned)(nodes * 3 / k->leaf_nodes) + 4;
+	char *conf = topology_conf(k, leaves, &len), err[512], **names = NULL;
+	struct phx_fabric *fab = NULL;
+	struct phx_plan *plan = NULL;
+	struct phx_layout layout;
+	double t0, ms, vs_lb, vs_host, cross;
+	int rc = -1;
+
+	if (!conf || phx_fabric_parse(NULL, NULL, 0, "bench-topology.conf", conf, len, &fab, err,
+				      sizeof(err)) < 0 ||
+	    phx_layout_parse(c->layout, &layout, err, sizeof(err)) < 0 ||
+	    phx_layout_resolve(&layout, c->gpus, err, sizeof(err)) < 0) {
+		fprintf(stderr, "phalanx: bench: %s\n", conf ? err : "out of memory");
+		goto out;
+	}
+	if (k->nvlink_mbs)
+		fab->bandwidth[PHX_LEVEL_NODE] = fab->bandwidth[PHX_LEVEL_NVLINK] = k->nvlink_mbs;
+	names = allocate(k, leaves, nodes);
+	if (!names) {
+		fprintf(stderr, "phalanx: bench: cannot allocate %zu nodes\n", nodes);
+		goto out;
+	}
+	t0 = now_ms();
+	if (phx_place(&(struct phx_place_input){ .fabric = fab, .nodes = names, .n_nodes = nodes,
+						 .gpus_per_node = k->gpn, .layout = &layout },
+		      &plan, err, sizeof(err)) < 0) {
+		fprintf(stderr, "phalanx: bench: %s\n", err);
+		goto out;
+	}
+	ms = now_ms() - t0;
+	vs_lb = (double)plan->cost.total / (double)plan->lower_bound;
+	vs_host = (double)plan->cost.total / (double)plan->hostname.total;
+	cross = plan->cost.cross_leaf_mib ?
+		(double)plan->hostname.cross_leaf_mib / (double)plan->cost.cross_leaf_mib : 0;
+	printf("%-6s %7lu %-22s %6u %8.3f %8.3f %8.2fx %9.1f  %s\n", c->fabric, c->gpus, c->layout,
+	       leaves_used(plan), vs_lb, vs_host, cross, ms, plan->strategy);
+	*missed += vs_lb > 1.05;
+	*missed += plan->cost.cross_leaf_mib && cross < 1.5;
+	*missed += (c->gpus >= 16384 && c->gpus < 131072 && ms > 50) || (c->gpus >= 131072 && ms > 1000);
+	rc = 0;
+out:
+	for (size_t i = 0; names && i < nodes; i++)
+		free(names[i]);
+	free(names);
+	free(conf);
+	phx_plan_free(plan);
+	phx_fabric_free(fab);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned long max_gpus = 131072, seed = 42;
+	const char *only = NULL;
+	int missed = 0;
+
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--seed"))
+			seed = strtoul(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--max-gpus"))
+			max_gpus = strtoul(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--fabric"))
+			only = argv[i + 1];
+	}
+	rng_state = seed ? seed : 1;
+	printf("phalanx: placement benchmark, seed %lu; targets: cost/bound <= 1.05, host-name cross-leaf / plan >= 1.5x, < 50 ms at 16k GPUs, < 1 s at 128k\n",
+	       seed);
+	printf("%-6s %7s %-22s %6s %8s %8s %9s %9s  %s\n", "fabric", "gpus", "layout", "leaves",
+	       "cost/lb", "cost/hn", "hn-xleaf", "ms", "strategy");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (cases[i].gpus > max_gpus || (only && strcmp(only, cases[i].fabric)))
+			continue;
+		if (run_case(&cases[i], &missed) < 0)
+			return 2;
+	}
+	printf("phalanx: %d target%s missed\n", missed, missed == 1 ? "" : "s");
+	return missed ? 1 : 0;
+}
