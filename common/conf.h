@@ -35,6 +35,7 @@ struct phx_conf {
 	struct {
 		enum phx_place_mode mode;
 		char *topology_conf;
+		char *hwloc_xml; /* "" = discover the node; may hold %n */
 	} placement;
 	struct {
 		enum phx_isolate_mode mode;

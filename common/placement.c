@@ -17,13 +17,6 @@
 #include "common/placement_int.h"
 
 #define MAX_GPUS_PER_NODE 1024u
-/*
- * The cost model charges a group for its slowest link, not for how many
- * leaf uplinks it loads. Among placements within this many percent of the
- * cheapest, the one sending least traffic across leaf uplinks wins: that is
- * where oversubscribed spines congest.
- */
-#define SLACK_PERCENT 2u
 #define MAX_STRATEGIES 1024
 
 static const unsigned long default_traffic[PHX_DIM_COUNT] = {
@@ -529,28 +522,16 @@ static void realize(struct placer *p, const struct candidate *c, uint32_t *rank_
 		pl_pack(p->tree, &c->s, rank_node, rank_gpu);
 }
 
+/* Cheapest first; among equals the least cross-leaf traffic, then the first tried. */
 static size_t choose(const struct placer *p)
 {
-	uint64_t least = UINT64_MAX, ceiling, host = UINT64_MAX;
 	size_t best = 0;
 
-	for (size_t i = 0; i < p->n_cand; i++) {
-		if (p->cand[i].cost.total < least)
-			least = p->cand[i].cost.total;
-		if (p->cand[i].hostname)
-			host = p->cand[i].cost.total;
-	}
-	ceiling = least > UINT64_MAX / (100 + SLACK_PERCENT) ? least :
-		least * (100 + SLACK_PERCENT) / 100;
-	if (ceiling > host)
-		ceiling = host > least ? host : least;
-	for (size_t i = 0; i < p->n_cand; i++) {
+	for (size_t i = 1; i < p->n_cand; i++) {
 		const struct phx_plan_cost *c = &p->cand[i].cost, *b = &p->cand[best].cost;
 
-		if (c->total > ceiling)
-			continue;
-		if (b->total > ceiling || c->cross_leaf_mib < b->cross_leaf_mib ||
-		    (c->cross_leaf_mib == b->cross_leaf_mib && c->total < b->total))
+		if (c->total < b->total ||
+		    (c->total == b->total && c->cross_leaf_mib < b->cross_leaf_mib))
 			best = i;
 	}
 	return best;

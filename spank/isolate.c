@@ -130,7 +130,7 @@ static int open_trusted(const char *path, int last_flags, struct stat *st, char 
 {
 	char buf[PATH_MAX], *name, *next, *save = NULL;
 	const char *dir = "/";
-	int dirfd, fd;
+	int dirfd, fd, err;
 
 	if (path[0] != '/' || strlen(path) >= sizeof(buf)) {
 		snprintf(why, len, "not an absolute path of at most %d bytes", PATH_MAX - 1);
@@ -164,9 +164,9 @@ static int open_trusted(const char *path, int last_flags, struct stat *st, char 
 	}
 	return dirfd;
 fail:
-	fd = errno;
+	err = errno;
 	close(dirfd);
-	errno = fd;
+	errno = err;
 	return -1;
 }
 
@@ -282,6 +282,7 @@ static int scan_devices(const struct phx_conf *conf, const char *node, struct ph
 	return 0;
 }
 
+/* 0 and the minor; -1 when there is none to read; 1 when bus is not a root-owned directory. */
 static int read_minor(int dirfd, const char *bus, unsigned *minor)
 {
 	char text[4096];
@@ -289,6 +290,9 @@ static int read_minor(int dirfd, const char *bus, unsigned *minor)
 	int sub, fd = -1, rc = -1;
 	ssize_t n;
 
+	if (fstatat(dirfd, bus, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+	    st.st_uid != 0)
+		return 1;
 	sub = openat(dirfd, bus, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sub < 0)
 		return -1;
@@ -348,15 +352,21 @@ static int scan_proc(const char *dir, struct bus_dirs *hide)
 		return fail("cannot list %s: %s", dir, strerror(errno));
 	}
 	while ((de = readdir(d))) {
+		int rc;
+
 		if (de->d_name[0] == '.')
 			continue;
-		if (read_minor(fd, de->d_name, &minor) == 0) {
-			if (phx_gpus_has(&iso.visible, minor))
-				continue;
-		} else {
+		rc = read_minor(fd, de->d_name, &minor);
+		if (rc > 0) {
+			phx_warn("isolation: %s/%s is not a directory owned by root; it is left "
+				 "alone", dir, de->d_name);
+			continue;
+		}
+		if (rc == 0 && phx_gpus_has(&iso.visible, minor))
+			continue;
+		if (rc < 0)
 			phx_warn("isolation: no 'Device Minor' in %s/%s/information; hiding that "
 				 "GPU", dir, de->d_name);
-		}
 		if (hide->n == PHX_GPU_MAX) {
 			closedir(d);
 			return fail("more than %d GPUs in %s", PHX_GPU_MAX, dir);

@@ -12,6 +12,7 @@
 #include <slurm/slurm.h>
 
 #include "common/fabric.h"
+#include "common/health.h"
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "spank/step.h"
@@ -161,11 +162,28 @@ static int build_map(spank_t sp, const struct phx_conf *conf, const struct phx_j
 	return rc;
 }
 
+/* Binding is best effort: without a topology the ranks still run. */
+static void load_topology(const struct phx_conf *conf, struct phx_step *step)
+{
+	struct phx_health_ctx ctx = { .node = step->node };
+	const char *xml = NULL;
+	char path[4096], err[1024];
+
+	if (conf->placement.hwloc_xml && *conf->placement.hwloc_xml) {
+		if (phx_health_expand(conf->placement.hwloc_xml, &ctx, path, sizeof(path)) < 0) {
+			phx_warn("placement.hwloc_xml '%s' does not expand for node %s; "
+				 "GPUs are not bound", conf->placement.hwloc_xml, step->node);
+			return;
+		}
+		xml = path;
+	}
+	if (phx_topo_load(xml, &step->topo, err, sizeof(err)) < 0)
+		phx_warn("no node topology, GPUs are not bound to CPUs and NICs: %s", err);
+}
+
 void phx_step_prepare(spank_t sp, const struct phx_conf *conf, const struct phx_job_opts *opts,
 		      struct phx_step *step)
 {
-	char err[1024];
-
 	memset(step, 0, sizeof(*step));
 	if (!opts->layout || opts->place == PHX_PLACE_OFF)
 		return;
@@ -182,9 +200,7 @@ void phx_step_prepare(spank_t sp, const struct phx_conf *conf, const struct phx_
 	step->master_port = phx_master_port(step->job_id, step->step_id);
 	if (build_map(sp, conf, opts, step) < 0)
 		return;
-	/* Binding is best effort: without a topology the ranks still run. */
-	if (phx_topo_load(NULL, &step->topo, err, sizeof(err)) < 0)
-		phx_debug("no node topology, GPUs are not bound to CPUs and NICs: %s", err);
+	load_topology(conf, step);
 }
 
 void phx_step_free(struct phx_step *step)

@@ -140,3 +140,50 @@ print(hmac.new(key, msg, hashlib.sha256).hexdigest())' "$key" "$job" "$uid")
 	[ "$status" -eq 0 ]
 	grep -q 'finished 20 steps.*replicas identical: True' <<<"$output"
 }
+
+# Binding against a described node: tests/data/hwloc/two-socket.xml has GPU
+# 0 with mlx5_0 and CPU 0, GPU 1 with mlx5_1 and CPU 1.
+use_two_socket_topology()
+{
+	local conf
+	conf=$(dirname "$SLURM_CONF")/phalanx.yaml
+	cp "$conf" "$BATS_FILE_TMPDIR/phalanx.yaml.orig"
+	printf 'placement:\n  hwloc_xml: "%s"\n' \
+		"$(cd "$BATS_TEST_DIRNAME/../data/hwloc" && pwd)/two-socket.xml" >>"$conf"
+}
+
+restore_config()
+{
+	[ -f "$BATS_FILE_TMPDIR/phalanx.yaml.orig" ] &&
+		cp "$BATS_FILE_TMPDIR/phalanx.yaml.orig" "$(dirname "$SLURM_CONF")/phalanx.yaml"
+	return 0
+}
+
+teardown()
+{
+	restore_config
+}
+
+BIND_REPORT='echo "$SLURM_LOCALID $CUDA_VISIBLE_DEVICES $NCCL_IB_HCA $UCX_NET_DEVICES'
+BIND_REPORT+=' $NCCL_SOCKET_IFNAME $OMP_NUM_THREADS'
+BIND_REPORT+=' $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
+
+@test "each task is bound to its GPU's NUMA CPUs and paired NIC" {
+	use_two_socket_topology
+	run --separate-stderr srun -N1 --ntasks-per-node=2 --gres=gpu:2 --phx-layout='dp=*' \
+		bash -c "$BIND_REPORT"
+	show_run
+	[ "$status" -eq 0 ]
+	[ "$(sort <<<"$output")" = "0 0,1 =mlx5_0:1 mlx5_0:1 =ib0 1 0
+1 1,0 =mlx5_1:1 mlx5_1:1 =ib1 1 1" ]
+}
+
+@test "binding keeps the NCCL, UCX and OpenMP settings the user made" {
+	use_two_socket_topology
+	run --separate-stderr srun -N1 --ntasks-per-node=2 --gres=gpu:2 --phx-layout='dp=*' \
+		--export=ALL,NCCL_IB_HCA=mlx5_9,OMP_NUM_THREADS=7 bash -c 'echo "$SLURM_LOCALID $NCCL_IB_HCA $OMP_NUM_THREADS"'
+	show_run
+	[ "$status" -eq 0 ]
+	[ "$(sort <<<"$output")" = "0 mlx5_9 7
+1 mlx5_9 7" ]
+}

@@ -26,7 +26,11 @@ teardown()
 	if [ -f "$BATS_TEST_TMPDIR/phalanx.yaml" ]; then
 		cp "$BATS_TEST_TMPDIR/phalanx.yaml" "$LAB/etc/phalanx.yaml"
 	fi
-	rm -rf "${LAB:?}/devlink" "${LAB:?}/userdev" "${LAB:?}/dev/gpu9" "${LAB:?}/sentinel"
+	rm -rf "${LAB:?}/devlink" "${LAB:?}/userdev" "${LAB:?}/dev/gpu9" "${LAB:?}/sentinel" \
+		"${LAB:?}"/proc/driver/nvidia/gpus/0000:f[ef]:00.0
+	if [ -n "${shared_in:-}" ]; then
+		nsenter -t "$shared_in" -m umount "$LAB/dev"
+	fi
 	if [ -n "${holder:-}" ]; then
 		scancel "$holder" 2>/dev/null
 		wait_for 30 job_finished "$holder"
@@ -288,6 +292,27 @@ gpu_mounts()
 	wait_for 30 node_idle node1
 }
 
+@test "nothing propagates back to the node, even from a shared mount" {
+	slurmd=$(slurmd_pid node1)
+	[ -n "$slurmd" ]
+	# In node1's namespace, the GPU directory becomes a shared mount: a
+	# task's copy of it would send its masks back, were / not made a slave.
+	nsenter -t "$slurmd" -m sh -c 'mount --bind "$1" "$1" && mount --make-shared "$1"' \
+		sh "$LAB/dev"
+	shared_in=$slurmd
+	grep -q " $LAB/dev .*shared:" "/proc/$slurmd/mountinfo"
+	run --separate-stderr srun -N1 -w node1 --gres=gpu:2 sh -c \
+		'sh -c "$0" sh "$1"; grep -c " $1/dev/gpu" /proc/self/mountinfo' "$LIST" "$LAB"
+	show_run
+	[ "$status" -eq 0 ]
+	[ "$(count "$(field "${lines[0]}" masked)")" -eq 6 ]
+	[ "${lines[1]}" -eq 6 ]
+	# Without the slave, the 6 masks would show up here (checked by hand with
+	# 'unshare --propagation unchanged').
+	[ "$(gpu_mounts "$slurmd")" -eq 0 ]
+	[ "$(gpu_mounts self)" -eq 0 ]
+}
+
 @test "--phx-isolate=off is refused where isolation.allow_off is false" {
 	write_conf <<EOF
 isolation:
@@ -384,6 +409,24 @@ EOF
 	grep -q "phalanx: warning: isolation: $LAB/dev/gpu9 is not a character device owned by root" \
 		<<<"$stderr"
 	[ "$(cat "$LAB/sentinel")" = untouched ]
+}
+
+@test "a driver directory without a minor is hidden; a symlink there is left alone" {
+	gpus=$LAB/proc/driver/nvidia/gpus
+	mkdir "$gpus/0000:ff:00.0"
+	echo 'Model: odd' >"$gpus/0000:ff:00.0/information"
+	mkdir -p "$LAB/sentinel"
+	echo 'Device Minor: 0' >"$LAB/sentinel/information"
+	ln -s "$LAB/sentinel" "$gpus/0000:fe:00.0"
+	run --separate-stderr srun -N1 -w node1 --gres=gpu:2 sh -c \
+		'ls "$1/0000:ff:00.0" | wc -l; cat "$1/0000:fe:00.0/information"' sh "$gpus"
+	show_run
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" -eq 0 ]
+	[ "${lines[1]}" = 'Device Minor: 0' ]
+	grep -q "phalanx: warning: isolation: no 'Device Minor' in $gpus/0000:ff:00.0" <<<"$stderr"
+	grep -q "phalanx: warning: isolation: $gpus/0000:fe:00.0 is not a directory owned by root" \
+		<<<"$stderr"
 }
 
 @test "bad isolation values and config are refused with a reason; slurmd lives on" {

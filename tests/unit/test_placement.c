@@ -1,0 +1,543 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/fabric.h"
+#include "common/layout.h"
+#include "common/placement.h"
+
+static char err[1024];
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 2685821657736338717ull;
+}
+
+static unsigned pick(unsigned lo, unsigned hi)
+{
+	return lo + (unsigned)(rng() % (hi - lo + 1));
+}
+
+struct scenario {
+	struct phx_fabric *fabric;
+	char *names[512];
+	size_t n_nodes;
+	char *slow[16];
+	size_t n_slow;
+	unsigned gpn;
+	struct phx_layout layout;
+	struct phx_traffic traffic;
+	unsigned leaf_nodes[64]; /* allocated nodes per leaf */
+	unsigned n_leaves;
+};
+
+static void free_scenario(struct scenario *s)
+{
+	for (size_t i = 0; i < s->n_nodes; i++)
+		free(s->names[i]);
+	for (size_t i = 0; i < s->n_slow; i++)
+		free(s->slow[i]);
+	phx_fabric_free(s->fabric);
+	memset(s, 0, sizeof(*s));
+}
+
+static struct phx_fabric *fabric_from(const char *conf)
+{
+	struct phx_fabric *f = NULL;
+
+	if (phx_fabric_parse(NULL, NULL, 0, "test.conf", conf, strlen(conf), &f, err,
+			     sizeof(err)) < 0)
+		fail_msg("fabric: %s", err);
+	return f;
+}
+
+static struct phx_plan *place(const struct scenario *s)
+{
+	struct phx_plan *plan = NULL;
+
+	if (phx_place(&(struct phx_place_input){ .fabric = s->fabric, .nodes = s->names,
+						 .n_nodes = s->n_nodes, .gpus_per_node = s->gpn,
+						 .slow = s->slow, .n_slow = s->n_slow,
+						 .layout = &s->layout, .traffic = &s->traffic },
+		      &plan, err, sizeof(err)) < 0)
+		fail_msg("phx_place: %s", err);
+	return plan;
+}
+
+static void set_layout(struct scenario *s, const char *spec, unsigned long world)
+{
+	if (phx_layout_parse(spec, &s->layout, err, sizeof(err)) < 0 ||
+	    phx_layout_resolve(&s->layout, world, err, sizeof(err)) < 0)
+		fail_msg("layout %s: %s", spec, err);
+}
+
+static void add_node(struct scenario *s, const char *name)
+{
+	s->names[s->n_nodes++] = strdup(name);
+}
+
+/* A random tree of 1-3 spines, 1-4 leaves each, 1-6 nodes per leaf, maybe NVLink blocks. */
+static void random_fabric(struct scenario *s)
+{
+	char conf[16384];
+	size_t off = 0;
+	unsigned spines = pick(1, 3), node = 0, leaf = 0, block = 0;
+	bool blocks = rng() % 3 == 0;
+
+	s->n_leaves = 0;
+	for (unsigned sp = 0; sp < spines; sp++) {
+		unsigned leaves = pick(1, 4), first = leaf;
+
+		for (unsigned l = 0; l < leaves; l++, leaf++) {
+			unsigned nodes = pick(1, 6), bsize = pick(2, 3);
+
+			off += (size_t)snprintf(conf + off, sizeof(conf) - off,
+						"SwitchName=leaf%u Nodes=n[%03u-%03u]\n", leaf, node,
+						node + nodes - 1);
+			for (unsigned b = 0; blocks && b + bsize <= nodes; b += bsize)
+				off += (size_t)snprintf(conf + off, sizeof(conf) - off,
+							"BlockName=nvl%u Nodes=n[%03u-%03u]\n", block++,
+							node + b, node + b + bsize - 1);
+			/* Allocate a random part of the leaf. */
+			s->leaf_nodes[s->n_leaves] = 0;
+			for (unsigned k = 0; k < nodes; k++) {
+				char name[16];
+
+				if (rng() % 4 == 0)
+					continue;
+				snprintf(name, sizeof(name), "n%03u", node + k);
+				add_node(s, name);
+				s->leaf_nodes[s->n_leaves]++;
+			}
+			s->n_leaves++;
+			node += nodes;
+		}
+		off += (size_t)snprintf(conf + off, sizeof(conf) - off,
+					"SwitchName=spine%u Switches=leaf[%u-%u]\n", sp, first, leaf - 1);
+	}
+	if (!s->n_nodes)
+		add_node(s, "n000");
+	s->fabric = fabric_from(conf);
+}
+
+/* tp, cp, ep, pp each a random divisor of what is left; dp the rest. */
+static void random_layout(struct scenario *s, unsigned long world)
+{
+	static const char *const orders[] = { "", ",order=tp-cp-ep-dp-pp", ",order=tp-pp-dp-cp-ep",
+					      ",order=dp-tp-pp-cp-ep" };
+	static const char *const keys[] = { "tp", "cp", "ep", "pp" };
+	unsigned long left = world;
+	char spec[160];
+	size_t off = 0;
+
+	for (int k = 0; k < 4; k++) {
+		unsigned long div[64], n = 0;
+
+		for (unsigned long d = 1; d <= left && n < 64; d++) {
+			if (left % d == 0 && (k || d <= 16))
+				div[n++] = d;
+		}
+		div[0] = div[rng() % n];
+		left /= div[0];
+		off += (size_t)snprintf(spec + off, sizeof(spec) - off, "%s%s=%lu", k ? "," : "",
+					keys[k], div[0]);
+	}
+	snprintf(spec + off, sizeof(spec) - off, ",dp=*%s", orders[rng() % 4]);
+	set_layout(s, spec, world);
+}
+
+/* Every rank on one allocated GPU, no GPU twice, spares empty. */
+static void check_map(const struct scenario *s, const struct phx_plan *plan)
+{
+	unsigned char *used = calloc(plan->n_nodes * s->gpn, 1);
+	unsigned *count = calloc(plan->n_nodes, sizeof(*count));
+
+	assert_non_null(used);
+	assert_non_null(count);
+	assert_int_equal(plan->n_nodes, s->n_nodes);
+	for (unsigned long r = 0; r < plan->world; r++) {
+		uint32_t n = plan->rank_node[r];
+
+		assert_true(n < plan->n_nodes);
+		assert_true(plan->rank_gpu[r] < s->gpn);
+		assert_false(plan->nodes[n].flags & PHX_PLAN_NODE_SPARE);
+		assert_int_equal(used[n * s->gpn + plan->rank_gpu[r]], 0);
+		used[n * s->gpn + plan->rank_gpu[r]] = 1;
+		count[n]++;
+	}
+	for (size_t i = 0; i < plan->n_nodes; i++)
+		assert_int_equal(count[i], plan->nodes[i].used_gpus);
+	free(used);
+	free(count);
+}
+
+static bool tp_in_nodes(const struct phx_plan *plan)
+{
+	unsigned long tp = plan->layout.size[PHX_DIM_TP];
+	unsigned long st = phx_layout_stride(&plan->layout, PHX_DIM_TP);
+
+	for (unsigned long r = 0; r < plan->world; r++) {
+		unsigned long c[PHX_DIM_COUNT];
+
+		phx_layout_coords(&plan->layout, r, c);
+		if (c[PHX_DIM_TP] && plan->rank_node[r] != plan->rank_node[r - c[PHX_DIM_TP] * st])
+			return false;
+	}
+	return tp <= plan->gpus_per_node;
+}
+
+static void test_small_map(void **state)
+{
+	struct scenario s = { .gpn = 4 };
+	struct phx_plan *plan;
+
+	s.fabric = fabric_from("SwitchName=s0 Nodes=node[01-04]\nSwitchName=s1 Nodes=node[05-08]\n"
+			       "SwitchName=top Switches=s[0-1]\n");
+	add_node(&s, "node05");
+	add_node(&s, "node02");
+	add_node(&s, "node06");
+	add_node(&s, "node01");
+	phx_traffic_defaults(&s.traffic);
+	set_layout(&s, "tp=4,pp=2,dp=*", 16);
+	plan = place(&s);
+	check_map(&s, plan);
+	assert_true(tp_in_nodes(plan));
+	/* Host-name order in the result. */
+	assert_string_equal(plan->nodes[0].name, "node01");
+	assert_string_equal(plan->nodes[3].name, "node06");
+	assert_string_equal(plan->nodes[0].leaf, "s0");
+	assert_string_equal(plan->nodes[3].spine, "top");
+	/* Two pipelines of two nodes, one per leaf: every hop stays in a leaf. */
+	assert_int_equal(plan->cost.groups[PHX_DIM_PP][PHX_LEVEL_LEAF], 8);
+	assert_int_equal(plan->cost.groups[PHX_DIM_PP][PHX_LEVEL_SPINE], 0);
+	assert_true(plan->cost.total >= plan->lower_bound);
+	assert_true(plan->cost.total <= plan->hostname.total);
+	assert_int_equal(plan->n_warnings, 0);
+	phx_plan_free(plan);
+	free_scenario(&s);
+}
+
+/* The same inputs in any order give the same map, name for name. */
+static void test_determinism(void **state)
+{
+	for (int round = 0; round < 50; round++) {
+		struct scenario s = { .gpn = 1u << pick(0, 3) };
+		struct phx_plan *a, *b;
+
+		random_fabric(&s);
+		phx_traffic_defaults(&s.traffic);
+		random_layout(&s, s.n_nodes * s.gpn);
+		a = place(&s);
+		for (size_t i = s.n_nodes; i > 1; i--) {
+			size_t j = (size_t)(rng() % i);
+			char *t = s.names[i - 1];
+
+			s.names[i - 1] = s.names[j];
+			s.names[j] = t;
+		}
+		b = place(&s);
+		assert_int_equal(a->world, b->world);
+		for (unsigned long r = 0; r < a->world; r++) {
+			assert_string_equal(a->nodes[a->rank_node[r]].name, b->nodes[b->rank_node[r]].name);
+			assert_int_equal(a->rank_gpu[r], b->rank_gpu[r]);
+		}
+		assert_true(a->cost.total == b->cost.total && a->lower_bound == b->lower_bound);
+		assert_string_equal(a->strategy, b->strategy);
+		phx_plan_free(a);
+		phx_plan_free(b);
+		free_scenario(&s);
+	}
+}
+
+static void test_random_invariants(void **state)
+{
+	for (int round = 0; round < 3000; round++) {
+		struct scenario s = { .gpn = 1u << pick(0, 3) };
+		unsigned long world;
+		struct phx_plan *plan;
+		bool spares;
+
+		random_fabric(&s);
+		/* Sometimes fewer ranks than GPUs: spare nodes are left out. */
+		spares = rng() % 4 == 0 && s.n_nodes > 1;
+		world = (s.n_nodes - (spares ? pick(1, (unsigned)s.n_nodes - 1) : 0)) * s.gpn;
+		if (rng() % 3)
+			phx_traffic_defaults(&s.traffic);
+		else
+			for (int d = 0; d < PHX_DIM_COUNT; d++)
+				s.traffic.mib[d] = rng() % 70000;
+		for (size_t i = 0; i < s.n_nodes && rng() % 4 == 0 && s.n_slow < 16; i++)
+			s.slow[s.n_slow++] = strdup(s.names[i]);
+		random_layout(&s, world);
+		plan = place(&s);
+		check_map(&s, plan);
+		if (plan->cost.total < plan->lower_bound)
+			fail_msg("round %d: cost %llu below the bound %llu", round,
+				 (unsigned long long)plan->cost.total,
+				 (unsigned long long)plan->lower_bound);
+		if (world == s.n_nodes * s.gpn && plan->cost.total > plan->hostname.total)
+			fail_msg("round %d: cost %llu above host-name order %llu", round,
+				 (unsigned long long)plan->cost.total,
+				 (unsigned long long)plan->hostname.total);
+		if (s.traffic.mib[PHX_DIM_TP] == 65536 && s.gpn % plan->layout.size[PHX_DIM_TP] == 0 &&
+		    !tp_in_nodes(plan))
+			fail_msg("round %d: a tensor-parallel group spans nodes", round);
+		phx_plan_free(plan);
+		free_scenario(&s);
+	}
+}
+
+/*
+ * Pipelines of whole nodes, data-parallel groups too large for any leaf,
+ * every leaf a multiple of the pipeline: no pipeline hop leaves its leaf.
+ */
+static void test_pipelines_stay_in_leaves(void **state)
+{
+	for (int round = 0; round < 200; round++) {
+		struct scenario s = { .gpn = 4 };
+		unsigned pp = pick(2, 4), leaves = pick(2, 6), spines = pick(1, 2), total = 0;
+		char conf[4096], spec[64];
+		size_t off = 0;
+
+		for (unsigned l = 0; l < leaves; l++) {
+			unsigned nodes = pp * pick(1, 2);
+
+			off += (size_t)snprintf(conf + off, sizeof(conf) - off,
+						"SwitchName=leaf%u Nodes=x%u-[%u-%u]\n", l, l, 0,
+						nodes - 1);
+			for (unsigned k = 0; k < nodes; k++) {
+				char name[32];
+
+				snprintf(name, sizeof(name), "x%u-%u", l, k);
+				add_node(&s, name);
+			}
+			total += nodes;
+		}
+		off += (size_t)snprintf(conf + off, sizeof(conf) - off,
+					"SwitchName=sp0 Switches=leaf[0-%u]\n", spines == 1 ? leaves - 1 : 0);
+		if (spines == 2)
+			snprintf(conf + off, sizeof(conf) - off, "SwitchName=sp1 Switches=leaf[1-%u]\n",
+				 leaves - 1);
+		s.fabric = fabric_from(conf);
+		phx_traffic_defaults(&s.traffic);
+		if (total / pp <= 2 * pp) {
+			/* Only data-parallel groups too large for any leaf. */
+			free_scenario(&s);
+			continue;
+		}
+		snprintf(spec, sizeof(spec), "tp=4,pp=%u,dp=*", pp);
+		set_layout(&s, spec, total * 4);
+		{
+			struct phx_plan *plan = place(&s);
+
+			check_map(&s, plan);
+			assert_int_equal(plan->cost.groups[PHX_DIM_PP][PHX_LEVEL_SPINE], 0);
+			assert_int_equal(plan->cost.groups[PHX_DIM_PP][PHX_LEVEL_CORE], 0);
+			phx_plan_free(plan);
+		}
+		free_scenario(&s);
+	}
+}
+
+static void test_slow_nodes_left_out(void **state)
+{
+	struct scenario s = { .gpn = 8 };
+	struct phx_plan *plan;
+
+	s.fabric = fabric_from("SwitchName=s0 Nodes=n[1-4]\nSwitchName=s1 Nodes=n[5-8]\n");
+	for (int i = 1; i <= 6; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "n%d", i);
+		add_node(&s, name);
+	}
+	s.slow[s.n_slow++] = strdup("n2");
+	s.slow[s.n_slow++] = strdup("n9"); /* not allocated: ignored with a warning */
+	phx_traffic_defaults(&s.traffic);
+	set_layout(&s, "tp=8,pp=2,dp=2", 32);
+	plan = place(&s);
+	check_map(&s, plan);
+	/* Four nodes needed of six: n2 (slow) stays out, then one of the small leaf. */
+	assert_true(plan->nodes[1].flags & PHX_PLAN_NODE_SLOW);
+	assert_true(plan->nodes[1].flags & PHX_PLAN_NODE_SPARE);
+	assert_int_equal(plan->nodes[1].used_gpus, 0);
+	assert_int_equal(plan->n_warnings, 1);
+	assert_non_null(strstr(plan->warnings[0], "1 slow node is not in the allocation"));
+	phx_plan_free(plan);
+	free_scenario(&s);
+}
+
+static void test_slow_nodes_get_last_ranks(void **state)
+{
+	struct scenario s = { .gpn = 4 };
+	struct phx_plan *plan;
+	unsigned long highest = 0;
+
+	s.fabric = fabric_from("SwitchName=s0 Nodes=n[1-4]\n");
+	for (int i = 1; i <= 4; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "n%d", i);
+		add_node(&s, name);
+	}
+	s.slow[s.n_slow++] = strdup("n1");
+	phx_traffic_defaults(&s.traffic);
+	set_layout(&s, "tp=4,pp=2,dp=*", 16);
+	plan = place(&s);
+	check_map(&s, plan);
+	/* No spare: the slow node holds the last ranks, at no cost. */
+	for (unsigned long r = 0; r < plan->world; r++) {
+		if (plan->rank_node[r] == 0 && r > highest)
+			highest = r;
+	}
+	assert_int_equal(highest, plan->world - 1);
+	assert_true(plan->cost.total <= plan->hostname.total);
+	assert_int_equal(plan->n_warnings, 1);
+	assert_non_null(strstr(plan->warnings[0], "1 slow node in use for lack of spares (n1)"));
+	phx_plan_free(plan);
+	free_scenario(&s);
+}
+
+static void test_nvlink_domains(void **state)
+{
+	struct scenario s = { .gpn = 4 };
+	struct phx_plan *plan;
+
+	s.fabric = fabric_from("SwitchName=s0 Nodes=g[1-8]\nBlockName=r0 Nodes=g[1-4]\n"
+			       "BlockName=r1 Nodes=g[5-8]\n");
+	s.fabric->bandwidth[PHX_LEVEL_NODE] = s.fabric->bandwidth[PHX_LEVEL_NVLINK] = 900000;
+	for (int i = 1; i <= 8; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "g%d", i);
+		add_node(&s, name);
+	}
+	phx_traffic_defaults(&s.traffic);
+	/* tp=8 spans two 4-GPU nodes, but inside one NVLink domain: no warning. */
+	set_layout(&s, "tp=8,dp=*", 32);
+	plan = place(&s);
+	check_map(&s, plan);
+	assert_int_equal(plan->cost.groups[PHX_DIM_TP][PHX_LEVEL_NVLINK], 4);
+	assert_int_equal(plan->n_warnings, 0);
+	assert_string_equal(plan->nodes[5].domain, "r1");
+	phx_plan_free(plan);
+	/* tp=32 fits no domain: warned. */
+	set_layout(&s, "tp=32", 32);
+	plan = place(&s);
+	assert_int_equal(plan->n_warnings, 1);
+	assert_non_null(strstr(plan->warnings[0], "tp=32 is larger than a node (4 GPUs) and than any NVLink domain"));
+	phx_plan_free(plan);
+	free_scenario(&s);
+}
+
+static void test_no_fabric(void **state)
+{
+	struct scenario s = { .gpn = 2 };
+	struct phx_plan *plan;
+
+	add_node(&s, "b");
+	add_node(&s, "a");
+	phx_traffic_defaults(&s.traffic);
+	set_layout(&s, "tp=4", 4);
+	plan = place(&s);
+	check_map(&s, plan);
+	assert_string_equal(plan->nodes[0].leaf, "");
+	assert_int_equal(plan->n_warnings, 1);
+	assert_non_null(strstr(plan->warnings[0], "tp=4 is larger than a node (2 GPUs):"));
+	phx_plan_free(plan);
+	free_scenario(&s);
+}
+
+static void place_bad(struct scenario *s, const char *expect)
+{
+	struct phx_plan *plan = NULL;
+
+	assert_int_equal(phx_place(&(struct phx_place_input){ .fabric = s->fabric,
+							       .nodes = s->names,
+							       .n_nodes = s->n_nodes,
+							       .gpus_per_node = s->gpn,
+							       .layout = &s->layout },
+				   &plan, err, sizeof(err)),
+			 -1);
+	assert_null(plan);
+	if (!strstr(err, expect))
+		fail_msg("message '%s' lacks '%s'", err, expect);
+}
+
+static void test_errors(void **state)
+{
+	struct scenario s = { .gpn = 4 };
+
+	s.fabric = fabric_from("SwitchName=s0 Nodes=n[1-2]\n");
+	add_node(&s, "n1");
+	add_node(&s, "n3");
+	set_layout(&s, "tp=4,dp=*", 8);
+	place_bad(&s, "node 'n3' is not under any leaf switch of the fabric (test.conf)");
+	free(s.names[1]);
+	s.names[1] = strdup("n1");
+	place_bad(&s, "node 'n1' is in the allocation twice");
+	free(s.names[1]);
+	s.names[1] = strdup("n2");
+	set_layout(&s, "tp=4,dp=*", 12);
+	place_bad(&s, "needs 12 GPUs but 2 nodes x 4 GPUs give 8");
+	s.gpn = 0;
+	set_layout(&s, "tp=4,dp=*", 8);
+	place_bad(&s, "0 GPUs per node is out of range");
+	s.gpn = 4;
+	phx_layout_parse("tp=4", &s.layout, err, sizeof(err));
+	place_bad(&s, "not resolved");
+	free_scenario(&s);
+}
+
+static void test_traffic(void **state)
+{
+	struct phx_traffic t;
+
+	phx_traffic_defaults(&t);
+	assert_int_equal(t.mib[PHX_DIM_TP], 65536);
+	assert_int_equal(phx_traffic_parse("tp=100,pp=0", &t, err, sizeof(err)), 0);
+	assert_int_equal(t.mib[PHX_DIM_TP], 100);
+	assert_int_equal(t.mib[PHX_DIM_PP], 0);
+	assert_int_equal(t.mib[PHX_DIM_DP], 8192);
+	assert_int_equal(phx_traffic_parse("xp=1", &t, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "DIM=MIB"));
+	assert_int_equal(phx_traffic_parse("tp=1,tp=2", &t, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "given twice"));
+	assert_int_equal(phx_traffic_parse("tp=-1", &t, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "not a whole number"));
+	assert_int_equal(phx_traffic_parse("tp=", &t, err, sizeof(err)), -1);
+	assert_int_equal(phx_traffic_parse("tp=99999999999", &t, err, sizeof(err)), -1);
+	assert_int_equal(phx_traffic_parse("", &t, err, sizeof(err)), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_small_map),
+		cmocka_unit_test(test_determinism),
+		cmocka_unit_test(test_random_invariants),
+		cmocka_unit_test(test_pipelines_stay_in_leaves),
+		cmocka_unit_test(test_slow_nodes_left_out),
+		cmocka_unit_test(test_slow_nodes_get_last_ranks),
+		cmocka_unit_test(test_nvlink_domains),
+		cmocka_unit_test(test_no_fabric),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_traffic),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
