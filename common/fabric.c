@@ -414,8 +414,10 @@ static int make_leaves(struct build *w)
 
 		if (!(f->leaves[i] = strdup(w->sw[leaf_sw[i]]->name)))
 			goto out_oom;
-		if (expand(w, w->sw[leaf_sw[i]], &hosts) < 0)
+		if (expand(w, w->sw[leaf_sw[i]], &hosts) < 0) {
+			rc = -1;
 			goto out;
+		}
 		rc = add_nodes(w, &hosts, (unsigned)i, &cap);
 		phx_hostnames_free(&hosts);
 		if (rc < 0)

@@ -401,10 +401,20 @@ static size_t read_until(const struct run *run, int fd, void *buf, size_t len, b
 	return got;
 }
 
-static void wait_child(pid_t pid, int *status)
+/* How long a killed child may take to go; one stuck in the kernel (a hard
+ * NFS mount) is left behind rather than hanging the prolog with it. */
+#define REAP_GRACE_MS 2000
+
+static bool reap(pid_t pid, int *status)
 {
-	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
-		;
+	for (int waited = 0; waited <= REAP_GRACE_MS; waited += 10) {
+		pid_t rc = waitpid(pid, status, WNOHANG);
+
+		if (rc == pid || (rc < 0 && errno != EINTR))
+			return rc == pid;
+		poll(NULL, 0, 10);
+	}
+	return false;
 }
 
 static void describe_status(int status, char *out, size_t len)
@@ -439,10 +449,16 @@ static void run_in_child(const struct run *run, struct phx_health_result *r, che
 			   run->conf->health.timeout_s);
 		return;
 	}
-	if (pipe2(pfd, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
-		set_result(r, PHX_HEALTH_FAIL, "the node is short of processes or memory",
-			   "cannot start the check: %s", strerror(errno));
-		return;
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		goto no_child;
+	pid = fork();
+	if (pid < 0) {
+		int e = errno;
+
+		close(pfd[0]);
+		close(pfd[1]);
+		errno = e;
+		goto no_child;
 	}
 	if (pid == 0) {
 		close(pfd[0]);
@@ -454,11 +470,12 @@ static void run_in_child(const struct run *run, struct phx_health_result *r, che
 	close(pfd[0]);
 	if (n != sizeof(got))
 		kill(pid, SIGKILL);
-	wait_child(pid, &status);
+	if (!reap(pid, &status))
+		status = W_EXITCODE(0, SIGKILL);
 	if (n == sizeof(got)) {
 		got.reason[sizeof(got.reason) - 1] = '\0';
 		got.hint[sizeof(got.hint) - 1] = '\0';
-		r->status = got.status;
+		r->status = got.status <= PHX_HEALTH_SKIP ? got.status : PHX_HEALTH_FAIL;
 		memcpy(r->reason, got.reason, sizeof(r->reason));
 		memcpy(r->hint, got.hint, sizeof(r->hint));
 	} else if (late) {
@@ -473,6 +490,10 @@ static void run_in_child(const struct run *run, struct phx_health_result *r, che
 		set_result(r, PHX_HEALTH_FAIL, "the driver library or the kernel is in trouble; "
 			   "look at dmesg", "the check process ended without a result (%s)", how);
 	}
+	return;
+no_child:
+	set_result(r, PHX_HEALTH_FAIL, "the node is short of processes or memory",
+		   "cannot start the check: %s", strerror(errno));
 }
 
 /* ------------------------------------------------------------ nvml */
@@ -604,11 +625,16 @@ static void nvml_links(const struct nvml_gpu *g, size_t n, struct problems *p)
 	}
 }
 
-/* Opens the GPUs to check; the job's by minor number, or all of them. */
+/*
+ * Opens the GPUs to check: the wanted ones, by minor number (the N of
+ * /dev/nvidiaN, as Slurm lists them), or all of them. A wanted GPU that
+ * NVML does not see is a problem too.
+ */
 static size_t nvml_gpus(const struct run *run, const struct nvml *nv, unsigned count,
 			const bool *want, struct nvml_gpu *g, struct problems *p)
 {
 	bool check_all = run->ctx->all_gpus || run->conf->health.gpu_count > 0;
+	bool seen[PHX_HEALTH_MAX_GPUS] = { false };
 	size_t n = 0;
 
 	for (unsigned i = 0; i < count && n < PHX_HEALTH_MAX_GPUS; i++) {
@@ -622,12 +648,20 @@ static size_t nvml_gpus(const struct run *run, const struct nvml *nv, unsigned c
 		}
 		if (nv->minor && nv->minor(dev, &minor) != NVML_SUCCESS)
 			minor = i;
+		if (minor < PHX_HEALTH_MAX_GPUS)
+			seen[minor] = true;
 		if (!check_all && (minor >= PHX_HEALTH_MAX_GPUS || !want[minor]))
 			continue;
 		g[n].dev = dev;
 		g[n].id = minor;
 		nvlink_count(nv, dev, &g[n].up, &g[n].down);
 		n++;
+	}
+	for (unsigned i = 0; i < PHX_HEALTH_MAX_GPUS; i++) {
+		if (want[i] && !seen[i])
+			add_problem(p, "the GPU fell off the bus or the driver lost it: see "
+				    "nvidia-smi and dmesg", "GPU %u is not among the %u GPUs NVML "
+				    "sees", i, count);
 	}
 	return n;
 }
@@ -729,6 +763,11 @@ static int read_attr(const char *path, char *buf, size_t len)
 		return -EIO;
 	buf[n] = '\0';
 	buf[strcspn(buf, "\n")] = '\0';
+	/* It ends up in logs and in the node's drain reason. */
+	for (char *c = buf; *c; c++) {
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	}
 	return 0;
 }
 
@@ -773,7 +812,7 @@ static void ib_port(struct ib_scan *s, const char *dir, const char *dev, const c
 	}
 	if (s->lowest < 0 || gbps < s->lowest)
 		s->lowest = gbps;
-	if (min && gbps < min)
+	if (min && !(gbps >= min)) /* a NaN is no rate either */
 		add_problem(&s->p, "the link trained below its speed: reseat or replace the cable "
 			    "(ibstat shows the rate)", "%s port %s runs at %g Gb/s, below "
 			    "health.ib_min_rate_gbps %d", dev, port, gbps, min);
@@ -1224,7 +1263,8 @@ static void watch_command(const struct run *run, pid_t pid, int fd, struct cmd_o
 	}
 	/* What it left behind in its process group goes with it. */
 	kill(-pid, SIGKILL);
-	wait_child(pid, &o->status);
+	if (!reap(pid, &o->status))
+		o->status = W_EXITCODE(0, SIGKILL);
 	fcntl(fd, F_SETFL, O_NONBLOCK);
 	for (char buf[512]; !o->line_done;) {
 		ssize_t n = read(fd, buf, sizeof(buf));

@@ -146,7 +146,10 @@ static int bind_gpu(spank_t sp, const struct phx_step *step, unsigned slot, stru
 	b->gpu = -1;
 	if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", visible, sizeof(visible)) != ESPANK_SUCCESS)
 		return 0; /* the step has no GPUs */
-	if (phx_list_own_first(visible, slot, b->visible, sizeof(b->visible)) < 0) {
+	/* One GPU per task (--gpus-per-task, --phx-isolate=task): it is the task's. */
+	if (!strchr(visible, ','))
+		snprintf(b->visible, sizeof(b->visible), "%s", visible);
+	else if (phx_list_own_first(visible, slot, b->visible, sizeof(b->visible)) < 0) {
 		phx_warn("task slot %u has no GPU of its own in CUDA_VISIBLE_DEVICES=%s; "
 			 "request one GPU per task (--gpus-per-node=%u)",
 			 slot, visible, step->map.tasks_per_node);
@@ -158,7 +161,7 @@ static int bind_gpu(spank_t sp, const struct phx_step *step, unsigned slot, stru
 	/* Slurm's physical indices, for the topology (PCI bus order). */
 	if (spank_getenv(sp, "SLURM_STEP_GPUS", gpus, sizeof(gpus)) == ESPANK_SUCCESS ||
 	    spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof(gpus)) == ESPANK_SUCCESS)
-		b->gpu = phx_list_number(gpus, slot);
+		b->gpu = phx_list_number(gpus, strchr(gpus, ',') ? slot : 0);
 	if (step->topo && b->gpu >= 0 && (size_t)b->gpu < step->topo->ngpus) {
 		b->tgpu = &step->topo->gpus[b->gpu];
 		if (b->tgpu->nic >= 0)

@@ -24,7 +24,7 @@ setup_file()
 	[ "$status" -eq 0 ]
 	[ "${#lines[@]}" -eq 4 ]
 	for i in 1 2 3 4; do
-		printf '%s\n' "${lines[@]}" | grep -Eq "^node$i 10\.77\.0\.1$i +node$i\$"
+		printf '%s\n' "${lines[@]}" | grep -Eq "^node$i 10\.77\.${PHX_LAB_ID:-0}\.1$i +node$i\$"
 	done
 }
 

@@ -271,7 +271,7 @@ static void test_dump_text(void **state)
 	fclose(f);
 	assert_non_null(strstr(text, "# phalanx.yaml(5): effective configuration, built-in defaults\n"
 				     "log_level: info\nkey_file: \"/etc/phalanx/key\"\n"));
-	assert_non_null(strstr(text, "\nplacement:\n  mode: topo\n  topology_conf: \"\"\n"
+	assert_non_null(strstr(text, "\nplacement:\n  mode: topo\n  topology_conf: \"\"\n  hwloc_xml: \"\"\n"
 				     "isolation:\n  mode: job\n"));
 	assert_non_null(strstr(text, "\nlauncher:\n  hang_timeout: 600\n  max_restarts: 3\n"));
 	assert_null(strstr(text, "fabric"));
@@ -359,10 +359,10 @@ static void test_unknown_keys(void **state)
 {
 	refused_exact("log_level: info\nplacement:\n  mdoe: block\n",
 		      "t.yaml:3:3: unknown key 'placement.mdoe'; known keys in 'placement': mode, "
-		      "topology_conf; did you mean 'mode'?");
+		      "topology_conf, hwloc_xml; did you mean 'mode'?");
 	refused_exact("placement:\n  colour: red\n",
 		      "t.yaml:2:3: unknown key 'placement.colour'; known keys in 'placement': mode, "
-		      "topology_conf");
+		      "topology_conf, hwloc_xml");
 	refused_exact("loglevel: info\n",
 		      "t.yaml:1:1: unknown key 'loglevel'; known top-level keys: log_level, "
 		      "key_file, state_dir, placement, isolation, health, ckptd, checkpoint, "

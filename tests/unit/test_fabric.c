@@ -22,12 +22,15 @@ static const char *data_dir(void)
 	return d ? d : "tests/data";
 }
 
+/* Two buffers: a test may pass two paths to one call. */
 static char *data_path(const char *name)
 {
-	static char path[4096];
+	static char path[2][4096];
+	static int next;
 
-	snprintf(path, sizeof(path), "%s/fabric/%s", data_dir(), name);
-	return path;
+	next ^= 1;
+	snprintf(path[next], sizeof(path[next]), "%s/fabric/%s", data_dir(), name);
+	return path[next];
 }
 
 static struct phx_fabric *tconf(const char *text)
@@ -271,7 +274,7 @@ static void test_yaml_errors(void **state)
 		   "same leaf twice", "switch 'a' is already defined at f.yaml:3");
 	expect_err(yaml("fabric:\n  leaves:\n    - {name: a, nodes: n1}\n"
 			"  nvlink_domains:\n    - {name: d, nodes: \"n[1-2]\"}\n"),
-		   "domain node unknown", "f.yaml:5:25: key 'fabric.nvlink_domains[0].nodes': NVLink domain 'd' lists node 'n2'");
+		   "domain node unknown", "f.yaml:5:24: key 'fabric.nvlink_domains[0].nodes': NVLink domain 'd' lists node 'n2'");
 }
 
 static void test_yaml_and_tconf_conflict(void **state)

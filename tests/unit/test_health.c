@@ -679,6 +679,7 @@ static void test_nvml(void **state)
 		fail_msg("%s is not built", FAKE_NVML);
 	nvml_case(NULL, NULL, "0,1", PHX_HEALTH_PASS, "2 GPUs healthy");
 	nvml_case(NULL, NULL, "1", PHX_HEALTH_PASS, "1 GPU healthy");
+	nvml_case(NULL, NULL, "1,3", PHX_HEALTH_FAIL, "GPU 3 is not among the 2 GPUs NVML sees");
 	nvml_case("FAKE_NVML_ECC", "1", "0,1", PHX_HEALTH_FAIL,
 		  "GPU 1: 3 uncorrectable ECC errors since the driver loaded");
 	/* GPU 0 is not the job's: its errors do not fail this job's node check. */
