@@ -436,7 +436,8 @@ static int sort_nodes(struct build *w)
 {
 	struct phx_fabric *f = w->f;
 
-	qsort(f->nodes, f->n_nodes, sizeof(*f->nodes), node_cmp);
+	if (f->n_nodes > 1) /* nodes is NULL when there are none */
+		qsort(f->nodes, f->n_nodes, sizeof(*f->nodes), node_cmp);
 	for (size_t i = 1; i < f->n_nodes; i++) {
 		if (strcmp(f->nodes[i - 1].name, f->nodes[i].name))
 			continue;
@@ -464,7 +465,8 @@ static int nodes_from_domains(struct build *w, struct fab_decl **dom, size_t n_d
 		if (rc < 0)
 			return -1;
 	}
-	qsort(f->nodes, f->n_nodes, sizeof(*f->nodes), node_cmp);
+	if (f->n_nodes > 1)
+		qsort(f->nodes, f->n_nodes, sizeof(*f->nodes), node_cmp);
 	/* A node in two domains is reported when the domains are assigned. */
 	for (size_t i = 0; i < f->n_nodes; i++) {
 		if (kept && !strcmp(f->nodes[kept - 1].name, f->nodes[i].name))

@@ -47,7 +47,8 @@ struct problems {
 };
 
 static void set_result(struct phx_health_result *r, enum phx_health_status status,
-		       const char *hint, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+		       const char *hint, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 static void set_result(struct phx_health_result *r, enum phx_health_status status,
 		       const char *hint, const char *fmt, ...)
@@ -140,7 +141,8 @@ static bool node_name_ok(const char *s)
 
 	if (!len || len > NODE_NAME_MAX || !strcmp(s, ".") || !strcmp(s, ".."))
 		return false;
-	return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == len;
+	return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		      "0123456789.-_") == len;
 }
 
 /* %u, %j and %n from the values given; NULL means "not known here". */
@@ -281,6 +283,13 @@ static int wanted_gpus(const struct run *run, bool want[PHX_HEALTH_MAX_GPUS])
 	return count;
 }
 
+/* slurmd's SLURM_JOB_GPUS is not a list: not the node's fault. */
+static void skip_bad_gpus(const struct run *run, struct phx_health_result *r)
+{
+	set_result(r, PHX_HEALTH_SKIP, NULL, "SLURM_JOB_GPUS='%.64s' is not a GPU index list",
+		   run->ctx->job_gpus);
+}
+
 /* ------------------------------------------------------------ gpu */
 
 static const char *file_kind(mode_t mode)
@@ -328,8 +337,7 @@ static void check_gpu(const struct run *run, struct phx_health_result *r)
 	}
 	n = wanted_gpus(run, want);
 	if (n < 0) {
-		set_result(r, PHX_HEALTH_SKIP, NULL, "SLURM_JOB_GPUS='%.64s' is not a GPU index list",
-			   run->ctx->job_gpus);
+		skip_bad_gpus(run, r);
 		return;
 	}
 	if (n == 0) {
@@ -734,8 +742,7 @@ static void check_nvml(const struct run *run, struct phx_health_result *r)
 		return;
 	}
 	if (n < 0) {
-		set_result(r, PHX_HEALTH_SKIP, NULL, "SLURM_JOB_GPUS='%.64s' is not a GPU index list",
-			   run->ctx->job_gpus);
+		skip_bad_gpus(run, r);
 		return;
 	}
 	run_in_child(run, r, nvml_child);

@@ -54,10 +54,10 @@ static int parse_args(int argc, char **argv, struct health_args *a)
 			a->json = true;
 			break;
 		case 'h':
-			printf("%s\nRuns the node health checks of the job prolog on this node and "
-			       "prints each result.\nExit status: 0 all passed, 1 a check failed, "
-			       "2 bad usage or configuration.\nSee phalanx(1) and spank_phalanx(8).\n",
-			       USAGE);
+			printf("%s\nRuns the node health checks of the job prolog on this node "
+			       "and prints each result.\nExit status: 0 all passed, 1 a check "
+			       "failed, 2 bad usage or configuration.\n"
+			       "See phalanx(1), spank_phalanx(8).\n", USAGE);
 			return 1;
 		case ':':
 			phx_error("health: option '%s' needs a value; %s", argv[optind - 1], USAGE);
@@ -109,7 +109,7 @@ static void print_text(const struct phx_conf *conf, const char *node,
 			printf("  %-8s %-4s  hint: %s\n", "", "", r->hint);
 	}
 	if (!conf->health.enabled)
-		printf("note: health.enabled is false, so the job prolog does not run these checks\n");
+		printf("note: health.enabled is false: the job prolog does not run these checks\n");
 }
 
 static int print_json(const struct phx_conf *conf, const char *node,

@@ -192,8 +192,8 @@ static void test_expand(void **state)
 	assert_string_equal(out, "/plain");
 	assert_int_equal(phx_health_expand("/c/%x", &ctx, out, sizeof(out)), -EINVAL);
 	assert_int_equal(phx_health_expand("/c/%", &ctx, out, sizeof(out)), -EINVAL);
-	assert_int_equal(phx_health_expand("/c/%u/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-					   "aaaaaaaaaaaaaaa", &ctx, out, sizeof(out)),
+	assert_int_equal(phx_health_expand("/c/%u/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+					   "aaaaaaaaaaaaaaaaaaaa", &ctx, out, sizeof(out)),
 			 -ENAMETOOLONG);
 	ctx.have_uid = false;
 	assert_int_equal(phx_health_expand("/c/%u", &ctx, out, sizeof(out)), -ENOENT);
@@ -691,7 +691,8 @@ static void test_nvml(void **state)
 	nvml_case("FAKE_NVML_NVLINK_DOWN", "1", "0,1", PHX_HEALTH_FAIL,
 		  "GPU 1: 3 NVLinks up and 1 down, its peers have 4 up");
 	nvml_case("FAKE_NVML_NO_NVLINK", "1", "0,1", PHX_HEALTH_PASS, NULL);
-	nvml_case("FAKE_NVML_LOST", "1", "0,1", PHX_HEALTH_FAIL, "GPU at NVML index 1: GPU is lost");
+	nvml_case("FAKE_NVML_LOST", "1", "0,1", PHX_HEALTH_FAIL,
+		  "GPU at NVML index 1: GPU is lost");
 	nvml_case("FAKE_NVML_INIT_FAIL", "1", "0", PHX_HEALTH_FAIL, "nvmlInit: Driver Not Loaded");
 	/* A crashing library takes its child down, not the caller. */
 	nvml_case("FAKE_NVML_CRASH", "1", "0", PHX_HEALTH_FAIL, "ended without a result");
