@@ -21,7 +21,7 @@ static const char *const level_names[PHX_LEVEL_COUNT] = {
 };
 
 static const unsigned long default_bw[PHX_LEVEL_COUNT] = {
-	PHX_BW_NODE_DEFAULT, PHX_BW_NVLINK_DEFAULT, PHX_BW_LEAF_DEFAULT,
+	PHX_BW_NODE_DEFAULT,  PHX_BW_NVLINK_DEFAULT, PHX_BW_LEAF_DEFAULT,
 	PHX_BW_SPINE_DEFAULT, PHX_BW_CORE_DEFAULT,
 };
 
@@ -67,13 +67,13 @@ int phx_hostname_cmp(const char *a, const char *b)
 
 /* ---------------------------------------------------------------- builder */
 
-void fab_builder_init(struct fab_builder *b)
+void phx_fab_builder_init(struct fab_builder *b)
 {
 	memset(b, 0, sizeof(*b));
 	memcpy(b->bandwidth, default_bw, sizeof(default_bw));
 }
 
-void fab_builder_free(struct fab_builder *b)
+void phx_fab_builder_free(struct fab_builder *b)
 {
 	for (size_t i = 0; i < b->n_decls; i++) {
 		free(b->decls[i].name);
@@ -91,8 +91,8 @@ void fab_builder_free(struct fab_builder *b)
 	memset(b, 0, sizeof(*b));
 }
 
-int fab_builder_add(struct fab_builder *b, enum fab_decl_kind kind, const char *name,
-		    const char *members, const char *spine, const char *where)
+int phx_fab_builder_add(struct fab_builder *b, enum fab_decl_kind kind, const char *name,
+			const char *members, const char *spine, const char *where)
 {
 	struct fab_decl *d;
 
@@ -123,8 +123,8 @@ int fab_builder_add(struct fab_builder *b, enum fab_decl_kind kind, const char *
 	return 0;
 }
 
-int fab_builder_claim(struct fab_builder *b, bool switches, const char *file, char *err,
-		      size_t errlen)
+int phx_fab_builder_claim(struct fab_builder *b, bool switches, const char *file, char *err,
+			  size_t errlen)
 {
 	char **from = switches ? &b->switches_from : &b->domains_from;
 
@@ -140,15 +140,15 @@ int fab_builder_claim(struct fab_builder *b, bool switches, const char *file, ch
 	return 0;
 }
 
-int fab_builder_add_source(struct fab_builder *b, const char *name)
+int phx_fab_builder_add_source(struct fab_builder *b, const char *name)
 {
-	size_t old = b->source ? strlen(b->source) : 0;
-	char *grown = realloc(b->source, old + strlen(name) + 3);
+	size_t old = b->source ? strlen(b->source) : 0, len = old + strlen(name) + 3;
+	char *grown = realloc(b->source, len);
 
 	if (!grown)
 		return -1;
 	b->source = grown;
-	sprintf(grown + old, "%s%s", old ? ", " : "", name);
+	snprintf(grown + old, len - old, "%s%s", old ? ", " : "", name);
 	return 0;
 }
 
@@ -250,7 +250,9 @@ static int link_child(struct build *w, size_t up, const char *name)
 	long c = find_switch(w, name);
 
 	if (c < 0) {
-		snprintf(w->err, w->errlen, "%s: switch '%s' lists '%s' under it, which is not a switch defined anywhere",
+		snprintf(w->err, w->errlen,
+			 "%s: switch '%s' lists '%s' under it, which is not a switch defined "
+			 "anywhere",
 			 w->sw[up]->where, w->sw[up]->name, name);
 		return -1;
 	}
@@ -260,8 +262,10 @@ static int link_child(struct build *w, size_t up, const char *name)
 		return -1;
 	}
 	if (w->parent[c] >= 0) {
-		snprintf(w->err, w->errlen, "%s: switch '%s' is already under '%s' (%s); a switch has one parent",
-			 w->sw[up]->where, name, w->sw[w->parent[c]]->name, w->sw[w->parent[c]]->where);
+		snprintf(w->err, w->errlen,
+			 "%s: switch '%s' is already under '%s' (%s); a switch has one parent",
+			 w->sw[up]->where, name, w->sw[w->parent[c]]->name,
+			 w->sw[w->parent[c]]->where);
 		return -1;
 	}
 	w->parent[c] = (long)up;
@@ -346,7 +350,8 @@ static int make_spines(struct build *w, size_t *leaf_sw)
 			f->spines[f->n_spines++] = f->spines[i];
 	}
 	for (size_t i = 0; i < f->n_leaves; i++)
-		f->leaf_spine[i] = (unsigned)find_str(f->spines, f->n_spines, spine_of(w, leaf_sw[i]));
+		f->leaf_spine[i] =
+			(unsigned)find_str(f->spines, f->n_spines, spine_of(w, leaf_sw[i]));
 	return 0;
 }
 
@@ -441,8 +446,10 @@ static int sort_nodes(struct build *w)
 	for (size_t i = 1; i < f->n_nodes; i++) {
 		if (strcmp(f->nodes[i - 1].name, f->nodes[i].name))
 			continue;
-		snprintf(w->err, w->errlen, "node '%s' is under two leaf switches, '%s' and '%s'; a node has one leaf",
-			 f->nodes[i].name, f->leaves[f->nodes[i - 1].leaf], f->leaves[f->nodes[i].leaf]);
+		snprintf(w->err, w->errlen,
+			 "node '%s' is under two leaf switches, '%s' and '%s'; a node has one leaf",
+			 f->nodes[i].name, f->leaves[f->nodes[i - 1].leaf],
+			 f->leaves[f->nodes[i].leaf]);
 		return -1;
 	}
 	return 0;
@@ -478,24 +485,28 @@ static int nodes_from_domains(struct build *w, struct fab_decl **dom, size_t n_d
 	return 0;
 }
 
-static int join_domain(struct build *w, const struct fab_decl *d, unsigned di,
-		       const char *node, long *leaf)
+static int join_domain(struct build *w, const struct fab_decl *d, unsigned di, const char *node,
+		       long *leaf)
 {
 	struct phx_fabric *f = w->f;
 	long n = phx_fabric_find(f, node);
 
 	if (n < 0) {
-		snprintf(w->err, w->errlen, "%s: NVLink domain '%s' lists node '%s', which is under no leaf switch",
+		snprintf(w->err, w->errlen,
+			 "%s: NVLink domain '%s' lists node '%s', which is under no leaf switch",
 			 d->where, d->name, node);
 		return -1;
 	}
 	if (f->nodes[n].domain >= 0) {
-		snprintf(w->err, w->errlen, "%s: node '%s' is already in NVLink domain '%s'; a node has one domain",
+		snprintf(w->err, w->errlen,
+			 "%s: node '%s' is already in NVLink domain '%s'; a node has one domain",
 			 d->where, node, f->domains[f->nodes[n].domain]);
 		return -1;
 	}
 	if (*leaf >= 0 && (unsigned)*leaf != f->nodes[n].leaf) {
-		snprintf(w->err, w->errlen, "%s: NVLink domain '%s' spans leaf switches '%s' and '%s'; a domain must sit under one leaf",
+		snprintf(w->err, w->errlen,
+			 "%s: NVLink domain '%s' spans leaf switches '%s' and '%s'; a domain must "
+			 "sit under one leaf",
 			 d->where, d->name, f->leaves[*leaf], f->leaves[f->nodes[n].leaf]);
 		return -1;
 	}
@@ -515,8 +526,9 @@ static int add_domain(struct build *w, const struct fab_decl *d, unsigned di)
 	if (expand(w, d, &hosts) < 0)
 		return -1;
 	if (hosts.count > PHX_FABRIC_MAX_DOMAIN_NODES) {
-		snprintf(w->err, w->errlen, "%s: NVLink domain '%s' has %zu nodes; at most %u are accepted",
-			 d->where, d->name, hosts.count, PHX_FABRIC_MAX_DOMAIN_NODES);
+		snprintf(w->err, w->errlen,
+			 "%s: NVLink domain '%s' has %zu nodes; at most %u are accepted", d->where,
+			 d->name, hosts.count, PHX_FABRIC_MAX_DOMAIN_NODES);
 		rc = -1;
 	}
 	for (size_t i = 0; i < hosts.count && rc == 0; i++)
@@ -541,8 +553,9 @@ static int listed_domains(struct build *w)
 	qsort(dom, n, sizeof(*dom), decl_cmp);
 	for (size_t i = 1; i < n; i++) {
 		if (!strcmp(dom[i - 1]->name, dom[i]->name)) {
-			snprintf(w->err, w->errlen, "%s: NVLink domain '%s' is already defined at %s",
-				 dom[i]->where, dom[i]->name, dom[i - 1]->where);
+			snprintf(w->err, w->errlen,
+				 "%s: NVLink domain '%s' is already defined at %s", dom[i]->where,
+				 dom[i]->name, dom[i - 1]->where);
 			goto out;
 		}
 	}
@@ -573,7 +586,9 @@ static int sized_domains(struct build *w)
 	size_t cap = f->n_nodes / size + f->n_leaves + 1;
 
 	if (!f->has_switches) {
-		snprintf(w->err, w->errlen, "%s: nvlink_domain_size needs the switch tree (fabric.leaves or a topology.conf) to know which nodes share a rack",
+		snprintf(w->err, w->errlen,
+			 "%s: nvlink_domain_size needs the switch tree (fabric.leaves or a "
+			 "topology.conf) to know which nodes share a rack",
 			 w->b->domain_size_where);
 		return -1;
 	}
@@ -610,7 +625,9 @@ static int check_bandwidth(struct build *w)
 
 		if (bw[l] <= bw[l - 1])
 			continue;
-		snprintf(w->err, w->errlen, "%s%sbandwidth.%s (%lu MB/s%s) is above bandwidth.%s (%lu MB/s%s); each level must be no faster than the one inside it",
+		snprintf(w->err, w->errlen,
+			 "%s%sbandwidth.%s (%lu MB/s%s) is above bandwidth.%s (%lu MB/s%s); each "
+			 "level must be no faster than the one inside it",
 			 where ? where : "", where ? ": " : "", level_names[l], bw[l],
 			 w->b->bw_where[l] ? "" : ", the default", level_names[l - 1], bw[l - 1],
 			 w->b->bw_where[l - 1] ? "" : ", the default");
@@ -620,7 +637,7 @@ static int check_bandwidth(struct build *w)
 	return 0;
 }
 
-int fab_build(struct fab_builder *b, struct phx_fabric **out, char *err, size_t errlen)
+int phx_fab_build(struct fab_builder *b, struct phx_fabric **out, char *err, size_t errlen)
 {
 	struct build w = { .b = b, .err = err, .errlen = errlen };
 	int rc = -1;
@@ -698,12 +715,12 @@ static int parse_texts(struct fab_builder *b, const char *yaml_name, const char 
 	size_t len;
 	int rc;
 
-	if (yaml && fab_parse_yaml(b, yaml_name, yaml, yaml_len, &named_topo, err, errlen) < 0)
+	if (yaml && phx_fab_parse_yaml(b, yaml_name, yaml, yaml_len, &named_topo, err, errlen) < 0)
 		return -1;
 	/* A topology.conf given by the caller wins over one the YAML names. */
 	if (topo) {
 		free(named_topo);
-		return fab_parse_tconf(b, topo_name, topo, topo_len, err, errlen);
+		return phx_fab_parse_tconf(b, topo_name, topo, topo_len, err, errlen);
 	}
 	if (!named_topo)
 		return 0;
@@ -714,7 +731,7 @@ static int parse_texts(struct fab_builder *b, const char *yaml_name, const char 
 		free(named_topo);
 		return -1;
 	}
-	rc = fab_parse_tconf(b, named_topo, data, len, err, errlen);
+	rc = phx_fab_parse_tconf(b, named_topo, data, len, err, errlen);
 	free(data);
 	free(named_topo);
 	return rc;
@@ -728,12 +745,12 @@ int phx_fabric_parse(const char *yaml_name, const char *yaml, size_t yaml_len,
 	int rc;
 
 	*out = NULL;
-	fab_builder_init(&b);
+	phx_fab_builder_init(&b);
 	rc = parse_texts(&b, yaml_name ? yaml_name : "fabric", yaml, yaml_len,
 			 topo_name ? topo_name : "topology.conf", topo, topo_len, err, errlen);
 	if (rc == 0)
-		rc = fab_build(&b, out, err, errlen);
-	fab_builder_free(&b);
+		rc = phx_fab_build(&b, out, err, errlen);
+	phx_fab_builder_free(&b);
 	return rc;
 }
 
@@ -752,15 +769,16 @@ static int read_text(const char *path, size_t max, char **data, size_t *len, cha
 	return -1;
 }
 
-int phx_fabric_load(const char *yaml_path, const char *topology_conf,
-		    struct phx_fabric **out, char *err, size_t errlen)
+int phx_fabric_load(const char *yaml_path, const char *topology_conf, struct phx_fabric **out,
+		    char *err, size_t errlen)
 {
 	char *yaml = NULL, *topo = NULL;
 	size_t yaml_len = 0, topo_len = 0;
 	int rc = -1;
 
 	*out = NULL;
-	if (yaml_path && read_text(yaml_path, PHX_YAML_MAX_BYTES, &yaml, &yaml_len, err, errlen) < 0)
+	if (yaml_path &&
+	    read_text(yaml_path, PHX_YAML_MAX_BYTES, &yaml, &yaml_len, err, errlen) < 0)
 		return -1;
 	if (topology_conf &&
 	    read_text(topology_conf, TCONF_MAX_BYTES, &topo, &topo_len, err, errlen) < 0)

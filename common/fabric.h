@@ -25,21 +25,21 @@ struct phx_ynode;
 /* The narrowest unit two GPUs share; lower is closer and faster. */
 enum phx_level {
 	PHX_LEVEL_NODE = 0, /* the same node */
-	PHX_LEVEL_NVLINK,   /* the same multi-node NVLink domain */
-	PHX_LEVEL_LEAF,	    /* the same leaf switch */
-	PHX_LEVEL_SPINE,    /* leaves under the same spine switch */
-	PHX_LEVEL_CORE,	    /* anything wider */
+	PHX_LEVEL_NVLINK, /* the same multi-node NVLink domain */
+	PHX_LEVEL_LEAF, /* the same leaf switch */
+	PHX_LEVEL_SPINE, /* leaves under the same spine switch */
+	PHX_LEVEL_CORE, /* anything wider */
 	PHX_LEVEL_COUNT,
 };
 
 /* Defaults, MB/s per GPU in one direction; documented in phalanx-plan(1). */
-#define PHX_BW_NODE_DEFAULT 450000ul   /* NVLink 4 through NVSwitch */
+#define PHX_BW_NODE_DEFAULT 450000ul /* NVLink 4 through NVSwitch */
 #define PHX_BW_NVLINK_DEFAULT 450000ul /* multi-node NVLink */
-#define PHX_BW_LEAF_DEFAULT 50000ul    /* one 400 Gb/s NIC per GPU */
-#define PHX_BW_SPINE_DEFAULT 25000ul   /* leaf uplinks 2:1 oversubscribed */
-#define PHX_BW_CORE_DEFAULT 12500ul    /* and 2:1 again above the spines */
-#define PHX_BW_MIN 1000ul	       /* 1 GB/s */
-#define PHX_BW_MAX 100000000ul	       /* 100 TB/s */
+#define PHX_BW_LEAF_DEFAULT 50000ul /* one 400 Gb/s NIC per GPU */
+#define PHX_BW_SPINE_DEFAULT 25000ul /* leaf uplinks 2:1 oversubscribed */
+#define PHX_BW_CORE_DEFAULT 12500ul /* and 2:1 again above the spines */
+#define PHX_BW_MIN 1000ul /* 1 GB/s */
+#define PHX_BW_MAX 100000000ul /* 100 TB/s */
 
 /* Bounds on what a fabric description may hold. */
 #define PHX_FABRIC_MAX_NODES (1u << 20)
@@ -48,8 +48,8 @@ enum phx_level {
 
 struct phx_fabric_node {
 	char *name;
-	unsigned leaf;	/* index in leaves[] */
-	int domain;	/* index in domains[], -1 when in none */
+	unsigned leaf; /* index in leaves[] */
+	int domain; /* index in domains[], -1 when in none */
 };
 
 struct phx_fabric {
@@ -87,8 +87,8 @@ int phx_hostname_cmp(const char *a, const char *b);
  * *out set (free with phx_fabric_free), or -1 with "FILE:LINE[:COL]: ..."
  * in err.
  */
-int phx_fabric_load(const char *yaml_path, const char *topology_conf,
-		    struct phx_fabric **out, char *err, size_t errlen);
+int phx_fabric_load(const char *yaml_path, const char *topology_conf, struct phx_fabric **out,
+		    char *err, size_t errlen);
 
 /* The same from memory; names are used in messages. Either text may be NULL. */
 int phx_fabric_parse(const char *yaml_name, const char *yaml, size_t yaml_len,

@@ -147,9 +147,9 @@ static int add(struct tline *t, enum fab_decl_kind kind, const char *name, const
 	char where[300];
 
 	snprintf(where, sizeof(where), "%s:%u", t->file, t->line);
-	if (fab_builder_claim(t->b, kind != FAB_DOMAIN, t->file, t->err, t->errlen) < 0)
+	if (phx_fab_builder_claim(t->b, kind != FAB_DOMAIN, t->file, t->err, t->errlen) < 0)
 		return -1;
-	if (fab_builder_add(t->b, kind, name, members, NULL, where) < 0) {
+	if (phx_fab_builder_add(t->b, kind, name, members, NULL, where) < 0) {
 		snprintf(t->err, t->errlen, "out of memory reading %s", t->file);
 		return -1;
 	}
@@ -163,7 +163,9 @@ static int switch_line(struct tline *t)
 	if (collect(t, switch_keys, 4, v) < 0)
 		return -1;
 	if (v[1] && v[2])
-		return fail(t, "switch '%.60s' has both Switches= and Nodes=; a switch has one or the other",
+		return fail(t,
+			    "switch '%.60s' has both Switches= and Nodes=; a switch has one or the "
+			    "other",
 			    v[0]);
 	if (!v[1] && !v[2])
 		return fail(t, "switch '%.60s' has neither Switches= nor Nodes=", v[0]);
@@ -197,7 +199,8 @@ static int parse_line(struct tline *t, char *text)
 		return block_line(t);
 	if (k == 2)
 		return 0;
-	return fail(t, "a line starting with '%.60s=' is not SwitchName=, BlockName= or BlockSizes=",
+	return fail(t,
+		    "a line starting with '%.60s=' is not SwitchName=, BlockName= or BlockSizes=",
 		    t->tok[0].key);
 }
 
@@ -224,15 +227,15 @@ static bool take_physical(const char *s, size_t n, char *out, size_t *out_len)
 	return false;
 }
 
-int fab_parse_tconf(struct fab_builder *b, const char *name, const char *buf, size_t len,
-		    char *err, size_t errlen)
+int phx_fab_parse_tconf(struct fab_builder *b, const char *name, const char *buf, size_t len,
+			char *err, size_t errlen)
 {
 	struct tline t = { .b = b, .file = name, .err = err, .errlen = errlen, .line = 1 };
 	char *text = malloc(len + 2);
 	size_t pos = 0, lineno = 1;
 	int rc = 0;
 
-	if (!text || fab_builder_add_source(b, name) < 0) {
+	if (!text || phx_fab_builder_add_source(b, name) < 0) {
 		free(text);
 		snprintf(err, errlen, "out of memory reading %s", name);
 		return -1;

@@ -90,8 +90,8 @@ static int check_keys(struct yread *r, const struct phx_ynode *map, const char *
 	return 0;
 }
 
-static int get_string(struct yread *r, const struct phx_ynode *map, const char *key,
-		      bool required, const char **out)
+static int get_string(struct yread *r, const struct phx_ynode *map, const char *key, bool required,
+		      const char **out)
 {
 	const struct phx_ynode *node = phx_ynode_get(map, key);
 
@@ -154,7 +154,7 @@ static int read_list(struct yread *r, const struct phx_ynode *seq, enum fab_decl
 		return -1;
 	if (seq->n_items == 0)
 		return phx_ynode_error(r->doc, seq, r->err, r->errlen, "the list is empty");
-	if (fab_builder_claim(r->b, leaves, r->doc->name, r->err, r->errlen) < 0)
+	if (phx_fab_builder_claim(r->b, leaves, r->doc->name, r->err, r->errlen) < 0)
 		return -1;
 	for (size_t i = 0; i < seq->n_items; i++) {
 		const struct phx_ynode *item = seq->items[i];
@@ -169,7 +169,7 @@ static int read_list(struct yread *r, const struct phx_ynode *seq, enum fab_decl
 		    (leaves && get_string(r, item, "spine", false, &spine) < 0))
 			return -1;
 		where_of(r, phx_ynode_get(item, "nodes"), where, sizeof(where));
-		if (fab_builder_add(r->b, kind, name, nodes, spine, where) < 0)
+		if (phx_fab_builder_add(r->b, kind, name, nodes, spine, where) < 0)
 			return oom(r);
 	}
 	return 0;
@@ -180,9 +180,9 @@ static int read_domain_size(struct yread *r, const struct phx_ynode *node)
 	char where[WHERE_LEN];
 	long long size;
 
-	if (phx_ynode_int(r->doc, node, 1, PHX_FABRIC_MAX_DOMAIN_NODES, &size, r->err,
-			  r->errlen) < 0 ||
-	    fab_builder_claim(r->b, false, r->doc->name, r->err, r->errlen) < 0)
+	if (phx_ynode_int(r->doc, node, 1, PHX_FABRIC_MAX_DOMAIN_NODES, &size, r->err, r->errlen) <
+		    0 ||
+	    phx_fab_builder_claim(r->b, false, r->doc->name, r->err, r->errlen) < 0)
 		return -1;
 	r->b->domain_size = (unsigned)size;
 	where_of(r, node, where, sizeof(where));
@@ -235,8 +235,8 @@ static int read_fabric(struct yread *r, const struct phx_ynode *fab, char **topo
 	return 0;
 }
 
-int fab_parse_yaml(struct fab_builder *b, const char *name, const char *buf, size_t len,
-		   char **topo_path, char *err, size_t errlen)
+int phx_fab_parse_yaml(struct fab_builder *b, const char *name, const char *buf, size_t len,
+		       char **topo_path, char *err, size_t errlen)
 {
 	struct phx_ydoc *doc;
 	struct yread r = { .b = b, .err = err, .errlen = errlen };
@@ -247,7 +247,7 @@ int fab_parse_yaml(struct fab_builder *b, const char *name, const char *buf, siz
 	if (phx_ydoc_load_buffer(name, buf, len, &doc, err, errlen) < 0)
 		return -1;
 	r.doc = doc;
-	if (fab_builder_add_source(b, name) < 0) {
+	if (phx_fab_builder_add_source(b, name) < 0) {
 		oom(&r);
 		goto out;
 	}
@@ -257,8 +257,8 @@ int fab_parse_yaml(struct fab_builder *b, const char *name, const char *buf, siz
 	}
 	fab = phx_ynode_get(doc->root, "fabric");
 	if (!fab) {
-		snprintf(err, errlen, "%s: no 'fabric:' section; see phalanx-plan(1) for the format",
-			 name);
+		snprintf(err, errlen,
+			 "%s: no 'fabric:' section; see phalanx-plan(1) for the format", name);
 		goto out;
 	}
 	rc = read_fabric(&r, fab, topo_path);

@@ -63,7 +63,9 @@ static int parse_size(const struct item *it, unsigned long *out, char *err, size
 	size_t i;
 
 	if (it->value_len == 0) {
-		snprintf(err, errlen, "'%.*s=' at column %zu has no value; give a size such as '%.*s=8' or '%.*s=*'",
+		snprintf(err, errlen,
+			 "'%.*s=' at column %zu has no value; give a size such as '%.*s=8' or "
+			 "'%.*s=*'",
 			 (int)it->key_len, it->key, column(it, it->key), (int)it->key_len, it->key,
 			 (int)it->key_len, it->key);
 		return -1;
@@ -77,21 +79,25 @@ static int parse_size(const struct item *it, unsigned long *out, char *err, size
 			v = v * 10 + (unsigned long)(c - '0');
 	}
 	if (i < it->value_len) {
-		snprintf(err, errlen, "%.*s='%.*s' at column %zu: the size must be a positive integer or '*'",
-			 (int)it->key_len, it->key, (int)it->value_len > 40 ? 40 : (int)it->value_len,
-			 it->value, column(it, it->value));
+		snprintf(err, errlen,
+			 "%.*s='%.*s' at column %zu: the size must be a positive integer or '*'",
+			 (int)it->key_len, it->key,
+			 (int)it->value_len > 40 ? 40 : (int)it->value_len, it->value,
+			 column(it, it->value));
 		return -1;
 	}
 	if (v == 0) {
 		snprintf(err, errlen, "%.*s=%.*s at column %zu: the size must be at least 1",
-			 (int)it->key_len, it->key, (int)it->value_len > 40 ? 40 : (int)it->value_len,
-			 it->value, column(it, it->value));
+			 (int)it->key_len, it->key,
+			 (int)it->value_len > 40 ? 40 : (int)it->value_len, it->value,
+			 column(it, it->value));
 		return -1;
 	}
 	if (v > PHX_LAYOUT_MAX_SIZE) {
 		snprintf(err, errlen, "%.*s=%.*s at column %zu: the size is larger than %lu",
-			 (int)it->key_len, it->key, (int)it->value_len > 40 ? 40 : (int)it->value_len,
-			 it->value, column(it, it->value), PHX_LAYOUT_MAX_SIZE);
+			 (int)it->key_len, it->key,
+			 (int)it->value_len > 40 ? 40 : (int)it->value_len, it->value,
+			 column(it, it->value), PHX_LAYOUT_MAX_SIZE);
 		return -1;
 	}
 	*out = v;
@@ -99,8 +105,8 @@ static int parse_size(const struct item *it, unsigned long *out, char *err, size
 }
 
 /* "tp-cp-ep-dp-pp": every name once; left-out names are filled in later. */
-static int parse_order(const struct item *it, struct phx_layout *l, unsigned *listed,
-		       char *err, size_t errlen)
+static int parse_order(const struct item *it, struct phx_layout *l, unsigned *listed, char *err,
+		       size_t errlen)
 {
 	const char *p = it->value, *end = it->value + it->value_len;
 	size_t n = 0;
@@ -117,13 +123,16 @@ static int parse_order(const struct item *it, struct phx_layout *l, unsigned *li
 		int d = phx_dim_parse(p, (size_t)(stop - p));
 
 		if (d < 0) {
-			snprintf(err, errlen, "order: '%.*s' at column %zu is not a dimension; use tp, cp, ep, dp and pp separated by '-', e.g. '%s'",
+			snprintf(err, errlen,
+				 "order: '%.*s' at column %zu is not a dimension; use tp, cp, ep, "
+				 "dp and pp separated by '-', e.g. '%s'",
 				 (int)(stop - p) > 20 ? 20 : (int)(stop - p), p, column(it, p),
 				 PHX_LAYOUT_DEFAULT_ORDER);
 			return -1;
 		}
 		if (*listed & (1u << d)) {
-			snprintf(err, errlen, "order: '%s' appears twice (column %zu); name each dimension once",
+			snprintf(err, errlen,
+				 "order: '%s' appears twice (column %zu); name each dimension once",
 				 dim_names[d], column(it, p));
 			return -1;
 		}
@@ -149,7 +158,8 @@ static int split_item(struct item *it, const char *start, const char *stop, char
 
 	trim(&start, &len);
 	if (len == 0) {
-		snprintf(err, errlen, "empty item at column %zu (two commas in a row, or one at an end)",
+		snprintf(err, errlen,
+			 "empty item at column %zu (two commas in a row, or one at an end)",
 			 column(it, start));
 		return -1;
 	}
@@ -181,7 +191,8 @@ static int key_index(const struct item *it, char *err, size_t errlen)
 	}
 	if (it->key_len == 5 && !strncmp(it->key, "order", 5))
 		return KEY_ORDER;
-	snprintf(err, errlen, "unknown key '%.*s' at column %zu; the keys are tp, cp, ep, dp, pp and order",
+	snprintf(err, errlen,
+		 "unknown key '%.*s' at column %zu; the keys are tp, cp, ep, dp, pp and order",
 		 (int)it->key_len > 40 ? 40 : (int)it->key_len, it->key, column(it, it->key));
 	return -1;
 }
@@ -194,7 +205,8 @@ static int parse_item(struct item *it, struct phx_layout *l, size_t *seen_at, un
 	if (k < 0)
 		return -1;
 	if (seen_at[k]) {
-		snprintf(err, errlen, "'%s' is given twice (columns %zu and %zu); give each key once",
+		snprintf(err, errlen,
+			 "'%s' is given twice (columns %zu and %zu); give each key once",
 			 k == KEY_ORDER ? "order" : dim_names[k], seen_at[k], column(it, it->key));
 		return -1;
 	}
@@ -203,7 +215,9 @@ static int parse_item(struct item *it, struct phx_layout *l, size_t *seen_at, un
 		return parse_order(it, l, listed, err, errlen);
 	if (it->value_len == 1 && it->value[0] == '*') {
 		if (l->star >= 0) {
-			snprintf(err, errlen, "both %s and %s are '*'; only one size can be solved from the world size",
+			snprintf(err, errlen,
+				 "both %s and %s are '*'; only one size can be solved from the "
+				 "world size",
 				 dim_names[l->star], dim_names[k]);
 			return -1;
 		}
@@ -220,10 +234,12 @@ static int check_order(const struct phx_layout *l, unsigned listed, char *err, s
 		if (listed & (1u << d) || l->size[d] == 1)
 			continue;
 		if (l->star == d)
-			snprintf(err, errlen, "order leaves out %s=*; list every dimension that is not 1",
+			snprintf(err, errlen,
+				 "order leaves out %s=*; list every dimension that is not 1",
 				 dim_names[d]);
 		else
-			snprintf(err, errlen, "order leaves out %s=%lu; list every dimension that is not 1",
+			snprintf(err, errlen,
+				 "order leaves out %s=%lu; list every dimension that is not 1",
 				 dim_names[d], l->size[d]);
 		return -1;
 	}
@@ -314,7 +330,9 @@ int phx_layout_resolve(struct phx_layout *l, unsigned long world, char *err, siz
 	describe(l, what, sizeof(what));
 	if (l->star >= 0) {
 		if (world % prod) {
-			snprintf(err, errlen, "%s=* cannot be solved: the other sizes (%s) make %lu ranks, which does not divide the world size of %lu",
+			snprintf(err, errlen,
+				 "%s=* cannot be solved: the other sizes (%s) make %lu ranks, "
+				 "which does not divide the world size of %lu",
 				 dim_names[l->star], what, prod, world);
 			return -1;
 		}
@@ -327,7 +345,9 @@ int phx_layout_resolve(struct phx_layout *l, unsigned long world, char *err, siz
 		}
 		l->star = -1;
 	} else if (prod != world) {
-		snprintf(err, errlen, "the sizes (%s) make %lu ranks but the world size is %lu; change a size or write one as '*'",
+		snprintf(err, errlen,
+			 "the sizes (%s) make %lu ranks but the world size is %lu; change a size "
+			 "or write one as '*'",
 			 what, prod, world);
 		return -1;
 	}

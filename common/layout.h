@@ -14,10 +14,10 @@
 
 enum phx_dim {
 	PHX_DIM_TP = 0, /* tensor parallel */
-	PHX_DIM_CP,	/* context parallel */
-	PHX_DIM_EP,	/* expert parallel */
-	PHX_DIM_DP,	/* data parallel */
-	PHX_DIM_PP,	/* pipeline parallel */
+	PHX_DIM_CP, /* context parallel */
+	PHX_DIM_EP, /* expert parallel */
+	PHX_DIM_DP, /* data parallel */
+	PHX_DIM_PP, /* pipeline parallel */
 	PHX_DIM_COUNT,
 };
 
@@ -30,8 +30,8 @@ enum phx_dim {
 struct phx_layout {
 	unsigned long size[PHX_DIM_COUNT]; /* 0 for the '*' one until resolved */
 	enum phx_dim order[PHX_DIM_COUNT]; /* fastest-varying first */
-	int star;			   /* the '*' dimension, or -1 */
-	unsigned long world;		   /* product of the sizes once resolved, else 0 */
+	int star; /* the '*' dimension, or -1 */
+	unsigned long world; /* product of the sizes once resolved, else 0 */
 };
 
 /* "tp", "cp", "ep", "dp", "pp". */

@@ -61,7 +61,8 @@ static int traffic_item(const char *item, size_t len, struct phx_traffic *t, uns
 
 	d = eq ? phx_dim_parse(item, (size_t)(eq - item)) : -1;
 	if (d < 0) {
-		snprintf(err, errlen, "traffic item '%.*s': write DIM=MIB with DIM one of tp, cp, ep, dp, pp",
+		snprintf(err, errlen,
+			 "traffic item '%.*s': write DIM=MIB with DIM one of tp, cp, ep, dp, pp",
 			 (int)(len > 40 ? 40 : len), item);
 		return -1;
 	}
@@ -75,8 +76,11 @@ static int traffic_item(const char *item, size_t len, struct phx_traffic *t, uns
 			v = v * 10 + (unsigned long)(item[i] - '0');
 	}
 	if (i == (size_t)(eq - item) + 1 || i < len || v > PHX_TRAFFIC_MAX_MIB) {
-		snprintf(err, errlen, "traffic for %s: '%.*s' is not a whole number of MiB from 0 to %lu",
-			 phx_dim_name(d), (int)(len - (size_t)(eq - item) - 1 > 40 ? 40 : len - (size_t)(eq - item) - 1),
+		snprintf(err, errlen,
+			 "traffic for %s: '%.*s' is not a whole number of MiB from 0 to %lu",
+			 phx_dim_name(d),
+			 (int)(len - (size_t)(eq - item) - 1 > 40 ? 40
+								  : len - (size_t)(eq - item) - 1),
 			 eq + 1, PHX_TRAFFIC_MAX_MIB);
 		return -1;
 	}
@@ -90,7 +94,8 @@ int phx_traffic_parse(const char *spec, struct phx_traffic *t, char *err, size_t
 
 	phx_traffic_defaults(t);
 	if (!spec || !*spec) {
-		snprintf(err, errlen, "empty traffic; write e.g. 'tp=65536,dp=8192' (MiB per step)");
+		snprintf(err, errlen,
+			 "empty traffic; write e.g. 'tp=65536,dp=8192' (MiB per step)");
 		return -1;
 	}
 	for (;;) {
@@ -259,16 +264,20 @@ static int locate_nodes(struct placer *p)
 		const struct phx_fabric_node *fn = NULL;
 		int c = 1;
 
-		while (f && k < f->n_nodes && (c = phx_hostname_cmp(f->nodes[k].name, name_of(p, i))) < 0)
+		while (f && k < f->n_nodes &&
+		       (c = phx_hostname_cmp(f->nodes[k].name, name_of(p, i))) < 0)
 			k++;
 		if (f && k < f->n_nodes && c == 0)
 			fn = &f->nodes[k];
 
 		if (!fn && f && f->has_switches)
-			return fail(p, "node '%.200s' is not under any leaf switch of the fabric (%s); add it there",
+			return fail(p,
+				    "node '%.200s' is not under any leaf switch of the fabric "
+				    "(%s); add it there",
 				    name_of(p, i), f->source);
 		p->a.unit[i][0] = (uint32_t)i;
-		p->a.unit[i][1] = fn && fn->domain >= 0 ? (uint32_t)fn->domain : (uint32_t)(n_dom + i);
+		p->a.unit[i][1] =
+			fn && fn->domain >= 0 ? (uint32_t)fn->domain : (uint32_t)(n_dom + i);
 		p->a.unit[i][2] = fn ? fn->leaf : 0;
 		p->a.unit[i][3] = fn ? f->leaf_spine[fn->leaf] : 0;
 	}
@@ -348,7 +357,7 @@ static int choose_spares(struct placer *p)
 static void set_weights(struct placer *p)
 {
 	static const unsigned long dflt[PHX_LEVEL_COUNT] = {
-		PHX_BW_NODE_DEFAULT, PHX_BW_NVLINK_DEFAULT, PHX_BW_LEAF_DEFAULT,
+		PHX_BW_NODE_DEFAULT,  PHX_BW_NVLINK_DEFAULT, PHX_BW_LEAF_DEFAULT,
 		PHX_BW_SPINE_DEFAULT, PHX_BW_CORE_DEFAULT,
 	};
 	const unsigned long *bw = p->fab ? p->fab->bandwidth : dflt;
@@ -430,9 +439,9 @@ static bool next_permutation(unsigned *a, unsigned n)
 }
 
 /*
- * Nesting a dimension innermost that carries less than half the traffic of
- * a heavier one fitting in a node only spreads the heavier one's groups;
- * such orders never win and are not tried.
+ * Nesting a dimension innermost that carries half the traffic or less of a
+ * heavier one fitting in a node only spreads the heavier one's groups;
+ * such orders never won in any case measured and are not tried.
  */
 static bool light_inside(const struct placer *p, unsigned d)
 {
@@ -440,7 +449,7 @@ static bool light_inside(const struct placer *p, unsigned d)
 
 	for (unsigned e = 0; e < PHX_DIM_COUNT; e++) {
 		if (l->size[e] > 1 && l->size[e] <= p->a.gpn &&
-		    p->a.traffic[d] * 2 < p->a.traffic[e])
+		    p->a.traffic[d] * 2 <= p->a.traffic[e] && p->a.traffic[d] < p->a.traffic[e])
 			return true;
 	}
 	return false;
@@ -470,7 +479,8 @@ static void add_strategies(struct placer *p)
 			continue;
 		s.n = 0;
 		for (unsigned i = 0; i < n; i++)
-			push_factor(&s, act[i], l->size[act[i]], phx_layout_stride(l, act[i]), false);
+			push_factor(&s, act[i], l->size[act[i]], phx_layout_stride(l, act[i]),
+				    false);
 		add_candidate(p, &s, false);
 	} while (next_permutation(act, n));
 	if (l->size[PHX_DIM_DP] < 2 || P < 3)
@@ -519,7 +529,7 @@ static void realize(struct placer *p, const struct candidate *c, uint32_t *rank_
 	if (c->hostname)
 		block_order(&p->a, true, rank_node, rank_gpu);
 	else
-		pl_pack(p->tree, &c->s, rank_node, rank_gpu);
+		phx_pl_pack(p->tree, &c->s, rank_node, rank_gpu);
 }
 
 /* Cheapest first; among equals the least cross-leaf traffic, then the first tried. */
@@ -544,21 +554,16 @@ static int search(struct placer *p)
 	size_t best;
 
 	p->cand = calloc(MAX_STRATEGIES, sizeof(*p->cand));
-	if (!p->cand || pl_tree_build(&p->a, &p->tree) < 0)
+	if (!p->cand || phx_pl_tree_build(&p->a, &p->tree) < 0)
 		return fail(p, "out of memory");
 	add_strategies(p);
 	add_candidate(p, &none, true);
 	for (size_t i = 0; i < p->n_cand; i++) {
 		realize(p, &p->cand[i], plan->rank_node, plan->rank_gpu);
-		if (pl_cost(&p->a, plan->rank_node, &p->cand[i].cost) < 0)
+		if (phx_pl_cost(&p->a, plan->rank_node, &p->cand[i].cost) < 0)
 			return fail(p, "out of memory");
 	}
 	best = choose(p);
-	if (getenv("PHX_DEBUG")) /* DEBUG-REMOVE */
-		for (size_t i = 0; i < p->n_cand; i++) { /* DEBUG-REMOVE */
-			fprintf(stderr, "%-28s %14llu xleaf %12llu %s |", p->cand[i].name, (unsigned long long)p->cand[i].cost.total, (unsigned long long)p->cand[i].cost.cross_leaf_mib, i == best ? "*" : " "); /* DEBUG-REMOVE */
-			for (int d = 0; d < 5; d++) { fprintf(stderr, " %s:", phx_dim_name(d)); for (int l = 0; l < 5; l++) fprintf(stderr, "%llu/", (unsigned long long)p->cand[i].cost.groups[d][l]); } /* DEBUG-REMOVE */
-			fprintf(stderr, "\n"); } /* DEBUG-REMOVE */
 	if (best != p->n_cand - 1)
 		realize(p, &p->cand[best], plan->rank_node, plan->rank_gpu);
 	plan->cost = p->cand[best].cost;
@@ -569,9 +574,9 @@ static int search(struct placer *p)
 /* ---------------------------------------------------------------- slow nodes */
 
 struct holder {
-	uint64_t cls;	    /* nodes of one class can trade their ranks */
+	uint64_t cls; /* nodes of one class can trade their ranks */
 	uint32_t node;
-	unsigned used;	    /* ranks on it */
+	unsigned used; /* ranks on it */
 	unsigned long last; /* its highest rank */
 };
 
@@ -685,7 +690,7 @@ static int baseline(struct placer *p)
 
 	if (rank_node && rank_gpu) {
 		block_order(&p->a, false, rank_node, rank_gpu);
-		rc = pl_cost(&p->a, rank_node, &p->plan->hostname);
+		rc = phx_pl_cost(&p->a, rank_node, &p->plan->hostname);
 	}
 	free(rank_node);
 	free(rank_gpu);
@@ -759,9 +764,13 @@ static int warn_tp(struct placer *p)
 	if (tp <= widest)
 		return 0;
 	if (widest == p->a.gpn)
-		return warn(p, "tp=%lu is larger than a node (%u GPUs): tensor-parallel traffic crosses the network",
+		return warn(p,
+			    "tp=%lu is larger than a node (%u GPUs): tensor-parallel traffic "
+			    "crosses the network",
 			    tp, p->a.gpn);
-	return warn(p, "tp=%lu is larger than a node (%u GPUs) and than any NVLink domain of the allocation (%lu GPUs): tensor-parallel traffic crosses the network",
+	return warn(p,
+		    "tp=%lu is larger than a node (%u GPUs) and than any NVLink domain of the "
+		    "allocation (%lu GPUs): tensor-parallel traffic crosses the network",
 		    tp, p->a.gpn, widest);
 }
 
@@ -779,7 +788,9 @@ static int warn_slow(struct placer *p)
 	}
 	if (!n)
 		return 0;
-	return warn(p, "%zu slow node%s in use for lack of spares (%s%s); they hold the last ranks of their switch",
+	return warn(p,
+		    "%zu slow node%s in use for lack of spares (%s%s); they hold the last ranks of "
+		    "their switch",
 		    n, n == 1 ? "" : "s", list, n > 8 ? ",..." : "");
 }
 
@@ -790,7 +801,7 @@ static void free_placer(struct placer *p)
 	free(p->a.slow);
 	free(p->a.spare);
 	free(p->cand);
-	pl_tree_free(p->tree);
+	phx_pl_tree_free(p->tree);
 }
 
 static int setup(struct placer *p)
@@ -831,21 +842,11 @@ int phx_place(const struct phx_place_input *in, struct phx_plan **out, char *err
 	p.plan = calloc(1, sizeof(*p.plan));
 	if (!p.plan)
 		return fail(&p, "out of memory");
-#include <time.h> /* DEBUG-REMOVE */
-	struct timespec T[8]; /* DEBUG-REMOVE */
-	clock_gettime(CLOCK_MONOTONIC, &T[0]); /* DEBUG-REMOVE */
-	if (setup(&p) < 0 || sort_allocation(&p) < 0 || locate_nodes(&p) < 0 ||
-	    mark_slow(&p) < 0 || choose_spares(&p) < 0)
+	if (setup(&p) < 0 || sort_allocation(&p) < 0 || locate_nodes(&p) < 0 || mark_slow(&p) < 0 ||
+	    choose_spares(&p) < 0 || search(&p) < 0 || move_slow(&p) < 0 || baseline(&p) < 0 ||
+	    fill_nodes(&p) < 0 || warn_tp(&p) < 0 || warn_slow(&p) < 0)
 		goto fail;
-	clock_gettime(CLOCK_MONOTONIC, &T[1]); /* DEBUG-REMOVE */
-	if (search(&p) < 0) goto fail;
-	clock_gettime(CLOCK_MONOTONIC, &T[2]); /* DEBUG-REMOVE */
-	if (move_slow(&p) < 0 ||
-	    baseline(&p) < 0 || fill_nodes(&p) < 0 || warn_tp(&p) < 0 || warn_slow(&p) < 0)
-		goto fail;
-	clock_gettime(CLOCK_MONOTONIC, &T[3]); /* DEBUG-REMOVE */
-	if (getenv("PHX_DEBUG")) fprintf(stderr, "timing: prep %.1f search %.1f (%zu cand) post %.1f ms\n", (T[1].tv_sec-T[0].tv_sec)*1e3+(T[1].tv_nsec-T[0].tv_nsec)/1e6, (T[2].tv_sec-T[1].tv_sec)*1e3+(T[2].tv_nsec-T[1].tv_nsec)/1e6, p.n_cand, (T[3].tv_sec-T[2].tv_sec)*1e3+(T[3].tv_nsec-T[2].tv_nsec)/1e6); /* DEBUG-REMOVE */
-	if (pl_lower_bound(&p.a, &p.plan->lower_bound) < 0) {
+	if (phx_pl_lower_bound(&p.a, &p.plan->lower_bound) < 0) {
 		fail(&p, "out of memory");
 		goto fail;
 	}

@@ -33,12 +33,12 @@ int phx_traffic_parse(const char *spec, struct phx_traffic *traffic, char *err, 
 
 struct phx_place_input {
 	const struct phx_fabric *fabric; /* NULL: no switches, default bandwidths */
-	char *const *nodes;		 /* the allocation, any order, no repeats */
+	char *const *nodes; /* the allocation, any order, no repeats */
 	size_t n_nodes;
 	unsigned gpus_per_node;
 	char *const *slow; /* slow or suspect nodes; names not allocated are ignored */
 	size_t n_slow;
-	const struct phx_layout *layout;   /* resolved: world = ranks to place */
+	const struct phx_layout *layout; /* resolved: world = ranks to place */
 	const struct phx_traffic *traffic; /* NULL: the defaults */
 };
 
@@ -69,10 +69,10 @@ struct phx_plan {
 	struct phx_plan_node *nodes; /* the allocation in host-name order */
 	size_t n_nodes;
 	uint32_t *rank_node; /* per global rank: index in nodes[] */
-	uint16_t *rank_gpu;  /* per global rank: local GPU */
-	struct phx_plan_cost cost;     /* this placement */
+	uint16_t *rank_gpu; /* per global rank: local GPU */
+	struct phx_plan_cost cost; /* this placement */
 	struct phx_plan_cost hostname; /* Slurm's block order over host names */
-	uint64_t lower_bound;	       /* no placement costs less */
+	uint64_t lower_bound; /* no placement costs less */
 	unsigned long weight[PHX_LEVEL_COUNT]; /* ns per MiB at each level */
 	struct phx_traffic traffic;
 	char strategy[96]; /* how the dimensions were nested, e.g. "tp,pp,dp" */

@@ -53,8 +53,8 @@
 #define MEMO_SIZE 1024
 
 struct item {
-	bool hop;	 /* pipeline neighbour pairs, else whole groups */
-	uint64_t mib;	 /* per member, or per pair */
+	bool hop; /* pipeline neighbour pairs, else whole groups */
+	uint64_t mib; /* per member, or per pair */
 	unsigned long s; /* group size, or pipeline length */
 };
 
@@ -67,8 +67,8 @@ struct knap {
 
 struct pair_table {
 	struct knap value; /* traffic held whole by both items */
-	struct knap both;  /* ranks credited for both */
-	bool lines;	   /* two collectives: the level-wide plane bound applies */
+	struct knap both; /* ranks credited for both */
+	bool lines; /* two collectives: the level-wide plane bound applies */
 	uint64_t b_max;
 	struct knap gain; /* per unit: planes worth more than b_max per rank */
 };
@@ -78,7 +78,7 @@ struct bounder {
 	struct item it[MAX_ITEMS];
 	unsigned n_items;
 	struct pair_table pair[MAX_ITEMS][MAX_ITEMS];
-	unsigned long n_max;	  /* largest unit that matters */
+	unsigned long n_max; /* largest unit that matters */
 	uint32_t *all[1u << MAX_ITEMS]; /* E_T(m) for |T| >= 3, m <= slab_lim */
 	unsigned long slab_lim;
 	/* Units of every level share sizes: each size's bound is kept. */
@@ -134,8 +134,8 @@ static uint64_t knap_get(const struct knap *k, unsigned long n)
 /* ---------------------------------------------------------------- planes */
 
 /* Two collectives, a <= b: y whole b-lines and x whole a-lines. */
-static void plane_lines(const struct item *p, const struct item *q, uint64_t *value,
-			uint64_t *both, unsigned long m_max)
+static void plane_lines(const struct item *p, const struct item *q, uint64_t *value, uint64_t *both,
+			unsigned long m_max)
 {
 	const struct item *ia = p->s <= q->s ? p : q, *ib = p->s <= q->s ? q : p;
 	unsigned long a = ia->s, b = ib->s;
@@ -296,8 +296,7 @@ struct hull_pt {
 	uint64_t x, y;
 };
 
-static size_t upper_hull(const uint64_t *e, unsigned long q, unsigned long end,
-			 struct hull_pt *h)
+static size_t upper_hull(const uint64_t *e, unsigned long q, unsigned long end, struct hull_pt *h)
 {
 	size_t n = 0;
 
@@ -355,31 +354,37 @@ out:
 	free(e);
 }
 
+/* E_set(m) for every m: no more than any subset's, then each slab's. */
+static uint32_t *build_set(const struct bounder *bd, unsigned set)
+{
+	uint32_t *e = calloc(bd->slab_lim + 1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	for (unsigned long m = 0; m <= bd->slab_lim; m++) {
+		uint64_t best = m;
+
+		for (unsigned i = 0; i < bd->n_items; i++) {
+			if (set >> i & 1)
+				best = umin(best, all_of(bd, set & ~(1u << i), m));
+		}
+		e[m] = (uint32_t)best;
+	}
+	for (unsigned v = 0; v < bd->n_items; v++) {
+		if ((set >> v & 1) && !bd->it[v].hop)
+			slab(bd, set, v, e);
+	}
+	return e;
+}
+
 static int build_slabs(struct bounder *bd)
 {
 	bd->slab_lim = umin(bd->n_max, SLAB_LIMIT);
 	/* Smaller sets first: a set's slab uses its subsets. */
 	for (unsigned size = 3; size <= bd->n_items; size++) {
 		for (unsigned set = 1; set < (1u << bd->n_items); set++) {
-			uint32_t *e;
-
-			if (popcount(set) != size)
-				continue;
-			e = calloc(bd->slab_lim + 1, sizeof(*e));
-			if (!e)
+			if (popcount(set) == size && !(bd->all[set] = build_set(bd, set)))
 				return -1;
-			for (unsigned long m = 0; m <= bd->slab_lim; m++) {
-				e[m] = (uint32_t)umin(m, UINT32_MAX);
-				for (unsigned i = 0; i < bd->n_items; i++) {
-					if (set >> i & 1)
-						e[m] = (uint32_t)umin(e[m], all_of(bd, set & ~(1u << i), m));
-				}
-			}
-			for (unsigned v = 0; v < bd->n_items; v++) {
-				if ((set >> v & 1) && !bd->it[v].hop)
-					slab(bd, set, v, e);
-			}
-			bd->all[set] = e;
 		}
 	}
 	return 0;
@@ -482,7 +487,8 @@ static uint64_t total_pairings(const struct bounder *bd, const struct totals *tt
 	best = tt->single[i] + total_pairings(bd, tt, used);
 	for (unsigned j = i + 1; j < bd->n_items; j++) {
 		if (!(used & (1u << j)))
-			best = umin(best, tt->pair[i][j] + total_pairings(bd, tt, used | (1u << j)));
+			best = umin(best,
+				    tt->pair[i][j] + total_pairings(bd, tt, used | (1u << j)));
 	}
 	return best;
 }
@@ -545,9 +551,9 @@ static int level_saving(struct bounder *bd, unsigned level, uint64_t *out)
 			const struct pair_table *t = &bd->pair[i][j];
 
 			if (t->lines)
-				tt->pair[i][j] = umin(tt->pair[i][j],
-						      pl_sat_add(pl_sat_mul(t->b_max, a->world),
-								 tt->gain[i][j]));
+				tt->pair[i][j] = umin(
+					tt->pair[i][j],
+					pl_sat_add(pl_sat_mul(t->b_max, a->world), tt->gain[i][j]));
 		}
 	}
 	*out = umin(sum, total_pairings(bd, tt, 0));
@@ -610,7 +616,7 @@ static void free_bounder(struct bounder *bd)
 		free(bd->all[s]);
 }
 
-int pl_lower_bound(const struct pl_alloc *a, uint64_t *bound)
+int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound)
 {
 	struct bounder bd = { .a = a };
 	uint64_t full = 0, base, saved = 0;
@@ -619,8 +625,8 @@ int pl_lower_bound(const struct pl_alloc *a, uint64_t *bound)
 	collect_items(&bd);
 	largest_unit(&bd);
 	for (unsigned i = 0; i < bd.n_items; i++) {
-		unsigned long held = bd.it[i].hop ? a->world / bd.it[i].s * (bd.it[i].s - 1) :
-						    a->world;
+		unsigned long held =
+			bd.it[i].hop ? a->world / bd.it[i].s * (bd.it[i].s - 1) : a->world;
 
 		for (unsigned j = i + 1; j < bd.n_items; j++) {
 			if (fill_pair(&bd, i, j) < 0)

@@ -31,8 +31,8 @@ static unsigned span(const struct pl_alloc *a, uint32_t n0, uint32_t n1, unsigne
 	return from;
 }
 
-static void price_group(struct pricing *pr, enum phx_dim d, unsigned long r0,
-			unsigned long stride, unsigned long size)
+static void price_group(struct pricing *pr, enum phx_dim d, unsigned long r0, unsigned long stride,
+			unsigned long size)
 {
 	const struct pl_alloc *a = pr->a;
 	uint32_t n0 = pr->rank_node[r0];
@@ -51,8 +51,8 @@ static void price_group(struct pricing *pr, enum phx_dim d, unsigned long r0,
 		}
 	}
 	pr->c->groups[d][level]++;
-	pr->c->by_dim[d] = pl_sat_add(pr->c->by_dim[d],
-				      pl_sat_mul(a->traffic[d] * size, a->weight[level]));
+	pr->c->by_dim[d] =
+		pl_sat_add(pr->c->by_dim[d], pl_sat_mul(a->traffic[d] * size, a->weight[level]));
 	if (leaves > 1)
 		pr->c->cross_leaf_mib = pl_sat_add(pr->c->cross_leaf_mib, a->traffic[d] * leaves);
 }
@@ -82,15 +82,15 @@ static void price_pipeline(struct pricing *pr)
 			unsigned level = span(a, n0, n1, PHX_LEVEL_NODE);
 
 			c->groups[PHX_DIM_PP][level]++;
-			c->by_dim[PHX_DIM_PP] =
-				pl_sat_add(c->by_dim[PHX_DIM_PP], pl_sat_mul(mib, a->weight[level]));
+			c->by_dim[PHX_DIM_PP] = pl_sat_add(c->by_dim[PHX_DIM_PP],
+							   pl_sat_mul(mib, a->weight[level]));
 			if (level > PHX_LEVEL_LEAF)
 				c->cross_leaf_mib = pl_sat_add(c->cross_leaf_mib, mib);
 		}
 	}
 }
 
-int pl_cost(const struct pl_alloc *a, const uint32_t *rank_node, struct phx_plan_cost *c)
+int phx_pl_cost(const struct pl_alloc *a, const uint32_t *rank_node, struct phx_plan_cost *c)
 {
 	struct pricing pr = { .a = a, .rank_node = rank_node, .c = c };
 

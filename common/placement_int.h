@@ -20,9 +20,9 @@ struct pl_alloc {
 	const struct phx_layout *layout;
 	unsigned long world;
 	unsigned gpn;
-	uint64_t traffic[PHX_DIM_COUNT];  /* MiB */
+	uint64_t traffic[PHX_DIM_COUNT]; /* MiB */
 	uint64_t weight[PHX_LEVEL_COUNT]; /* ns per MiB */
-	size_t n_nodes;			  /* allocated nodes, in host-name order */
+	size_t n_nodes; /* allocated nodes, in host-name order */
 	/*
 	 * Per node, the unit it belongs to at each level below the core:
 	 * [0] the node itself, [1] its NVLink domain (the node when it has
@@ -53,16 +53,16 @@ struct pl_strategy {
 struct pl_tree;
 
 /* The switch tree over the nodes that are not spare; 0 or -1 (memory). */
-int pl_tree_build(const struct pl_alloc *a, struct pl_tree **out);
-void pl_tree_free(struct pl_tree *tree);
+int phx_pl_tree_build(const struct pl_alloc *a, struct pl_tree **out);
+void phx_pl_tree_free(struct pl_tree *tree);
 /* Packs every rank; rank_node[] gets allocated node indices. */
-void pl_pack(struct pl_tree *tree, const struct pl_strategy *s, uint32_t *rank_node,
-	     uint16_t *rank_gpu);
+void phx_pl_pack(struct pl_tree *tree, const struct pl_strategy *s, uint32_t *rank_node,
+		 uint16_t *rank_gpu);
 
 /* Prices a map (rank_node[r] = allocated node index); 0 or -1 (memory). */
-int pl_cost(const struct pl_alloc *a, const uint32_t *rank_node, struct phx_plan_cost *cost);
+int phx_pl_cost(const struct pl_alloc *a, const uint32_t *rank_node, struct phx_plan_cost *cost);
 /* The cheapest any map onto this allocation can be; 0 or -1 (memory). */
-int pl_lower_bound(const struct pl_alloc *a, uint64_t *bound);
+int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound);
 
 static inline uint64_t pl_sat_add(uint64_t x, uint64_t y)
 {

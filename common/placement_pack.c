@@ -22,17 +22,17 @@ struct pl_unit {
 	uint32_t parent;
 	uint32_t first; /* children are units first .. first + count - 1 */
 	uint32_t count;
-	uint32_t rem;	/* free GPUs below */
+	uint32_t rem; /* free GPUs below */
 	/* [l] for l below this unit's level: most free GPUs in one level-l unit below */
 	uint32_t maxrem[PL_SUB_LEVELS];
-	uint32_t node;	 /* level 0: allocated node index */
+	uint32_t node; /* level 0: allocated node index */
 	uint32_t cursor; /* children before it are full */
 	uint8_t level;
 };
 
 struct pl_tree {
 	struct pl_unit *tmpl; /* as built: everything free */
-	struct pl_unit *u;    /* during a packing */
+	struct pl_unit *u; /* during a packing */
 	size_t n;
 	unsigned gpn;
 	const struct pl_strategy *s;
@@ -111,7 +111,7 @@ static void sum_up(struct pl_tree *t, const uint32_t *off)
 	}
 }
 
-int pl_tree_build(const struct pl_alloc *a, struct pl_tree **out)
+int phx_pl_tree_build(const struct pl_alloc *a, struct pl_tree **out)
 {
 	struct pl_tree *t = calloc(1, sizeof(*t));
 	struct sort_key *keys = calloc(a->n_nodes + 1, sizeof(*keys));
@@ -146,11 +146,11 @@ int pl_tree_build(const struct pl_alloc *a, struct pl_tree **out)
 	return 0;
 fail:
 	free(keys);
-	pl_tree_free(t);
+	phx_pl_tree_free(t);
 	return -1;
 }
 
-void pl_tree_free(struct pl_tree *t)
+void phx_pl_tree_free(struct pl_tree *t)
 {
 	if (!t)
 		return;
@@ -159,10 +159,14 @@ void pl_tree_free(struct pl_tree *t)
 	free(t);
 }
 
-/* The child to descend into with a block of size, or PL_NONE to split here. */
-static uint32_t pick(struct pl_tree *t, uint32_t u, unsigned long size)
+/*
+ * The child to descend into with block j, or PL_NONE to split it here:
+ * the narrowest home first, then the tightest fit, then index.
+ */
+static uint32_t pick(struct pl_tree *t, uint32_t u, unsigned j)
 {
 	struct pl_unit *p = &t->u[u];
+	unsigned long size = t->g[j];
 	uint32_t best = PL_NONE, best_depth = 0, best_rem = 0;
 
 	/* Free room only shrinks: full children stay full. */
@@ -180,7 +184,6 @@ static uint32_t pick(struct pl_tree *t, uint32_t u, unsigned long size)
 				break;
 			}
 		}
-		/* Narrowest home first, then the tightest fit, then index. */
 		if (best == PL_NONE || depth < best_depth ||
 		    (depth == best_depth && k->rem < best_rem)) {
 			best = c;
@@ -265,7 +268,7 @@ static void place(struct pl_tree *t, uint32_t u, unsigned long base, unsigned j)
 			assign(t, u, base, j);
 			return;
 		}
-		c = pick(t, u, t->g[j]);
+		c = pick(t, u, j);
 		if (c == PL_NONE)
 			break;
 		u = c;
@@ -275,8 +278,8 @@ static void place(struct pl_tree *t, uint32_t u, unsigned long base, unsigned j)
 		place(t, u, base + i * t->s->stride[j - 1], j - 1);
 }
 
-void pl_pack(struct pl_tree *t, const struct pl_strategy *s, uint32_t *rank_node,
-	     uint16_t *rank_gpu)
+void phx_pl_pack(struct pl_tree *t, const struct pl_strategy *s, uint32_t *rank_node,
+		 uint16_t *rank_gpu)
 {
 	memcpy(t->u, t->tmpl, t->n * sizeof(*t->u));
 	t->s = s;

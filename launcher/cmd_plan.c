@@ -23,9 +23,9 @@
 #include "common/placement.h"
 #include "launcher/commands.h"
 
-#define USAGE                                                                          \
-	"usage: phalanx plan --layout SPEC --nodes HOSTLIST --gpus-per-node N\n"       \
-	"                    [--fabric FILE] [--topology-conf FILE] [--slow HOSTLIST]\n" \
+#define USAGE                                                                                      \
+	"usage: phalanx plan --layout SPEC --nodes HOSTLIST --gpus-per-node N\n"                   \
+	"                    [--fabric FILE] [--topology-conf FILE] [--slow HOSTLIST]\n"           \
 	"                    [--world-size N] [--traffic SPEC] [--json] [--explain]"
 
 struct plan_args {
@@ -48,31 +48,38 @@ static double per_rank_ms(const struct phx_plan *plan, uint64_t total)
 	return (double)total / (double)plan->world / 1e6;
 }
 
-static double ratio(uint64_t a, uint64_t b)
+/* "1.23x", or "-" when there is nothing to compare with. */
+static const char *ratio(uint64_t a, uint64_t b, char *buf, size_t len)
 {
-	return b ? (double)a / (double)b : 0.0;
+	if (!b)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%.3fx", (double)a / (double)b);
+	return buf;
 }
 
 static void print_header(const struct phx_plan *plan)
 {
-	char layout[160];
+	char layout[160], r1[32], r2[32];
 	size_t spare = 0;
 
 	phx_layout_format(&plan->layout, layout, sizeof(layout));
 	for (size_t i = 0; i < plan->n_nodes; i++)
 		spare += !!(plan->nodes[i].flags & PHX_PLAN_NODE_SPARE);
 	printf("layout      %s (%lu ranks)\n", layout, plan->world);
-	printf("nodes       %zu used of %zu, %u GPUs each\n", plan->n_nodes - spare,
-	       plan->n_nodes, plan->gpus_per_node);
+	printf("nodes       %zu used of %zu, %u GPUs each\n", plan->n_nodes - spare, plan->n_nodes,
+	       plan->gpus_per_node);
 	printf("strategy    %s\n", plan->strategy);
-	printf("cost        %.3f ms/rank per step; host-name order %.3f (%.2fx the plan); lower bound %.3f (plan %.3fx)\n",
+	printf("cost        %.3f ms/rank per step; host-name order %.3f (%s the plan); lower bound "
+	       "%.3f (plan %s)\n",
 	       per_rank_ms(plan, plan->cost.total), per_rank_ms(plan, plan->hostname.total),
-	       ratio(plan->hostname.total, plan->cost.total),
-	       per_rank_ms(plan, plan->lower_bound), ratio(plan->cost.total, plan->lower_bound));
-	printf("cross-leaf  %.1f GiB per step; host-name order %.1f GiB (%.2fx the plan)\n",
+	       ratio(plan->hostname.total, plan->cost.total, r1, sizeof(r1)),
+	       per_rank_ms(plan, plan->lower_bound),
+	       ratio(plan->cost.total, plan->lower_bound, r2, sizeof(r2)));
+	printf("cross-leaf  %.1f GiB per step; host-name order %.1f GiB (%s the plan)\n",
 	       (double)plan->cost.cross_leaf_mib / 1024,
 	       (double)plan->hostname.cross_leaf_mib / 1024,
-	       ratio(plan->hostname.cross_leaf_mib, plan->cost.cross_leaf_mib));
+	       ratio(plan->hostname.cross_leaf_mib, plan->cost.cross_leaf_mib, r1, sizeof(r1)));
 }
 
 /* "tp 3 dp 1" for the dimensions larger than 1. */
@@ -140,8 +147,9 @@ static void print_explain(const struct phx_plan *plan)
 	for (size_t i = 0; i < plan->n_nodes; i++) {
 		const struct phx_plan_node *n = &plan->nodes[i];
 
-		printf("%s  leaf %s  spine %s  nvlink %s%s%s\n", n->name, n->leaf[0] ? n->leaf : "-",
-		       n->spine[0] ? n->spine : "-", n->domain[0] ? n->domain : "-",
+		printf("%s  leaf %s  spine %s  nvlink %s%s%s\n", n->name,
+		       n->leaf[0] ? n->leaf : "-", n->spine[0] ? n->spine : "-",
+		       n->domain[0] ? n->domain : "-",
 		       n->flags & PHX_PLAN_NODE_SLOW ? "  slow" : "",
 		       n->flags & PHX_PLAN_NODE_SPARE ? "  spare, not used" : "");
 		for (unsigned g = 0; g < plan->gpus_per_node; g++) {
@@ -184,7 +192,8 @@ static struct json_object *model_json(const struct phx_plan *plan)
 	struct json_object *t = json_object_new_object();
 
 	for (int l = 0; l < PHX_LEVEL_COUNT; l++)
-		json_object_object_add(w, phx_level_name(l), json_object_new_uint64(plan->weight[l]));
+		json_object_object_add(w, phx_level_name(l),
+				       json_object_new_uint64(plan->weight[l]));
 	for (int d = 0; d < PHX_DIM_COUNT; d++)
 		json_object_object_add(t, phx_dim_name(d),
 				       json_object_new_uint64(plan->traffic.mib[d]));
@@ -225,8 +234,8 @@ static struct json_object *ranks_json(const struct phx_plan *plan)
 
 		phx_layout_coords(&plan->layout, r, c);
 		json_object_object_add(o, "rank", json_object_new_uint64(r));
-		json_object_object_add(o, "node",
-				       json_object_new_string(plan->nodes[plan->rank_node[r]].name));
+		json_object_object_add(
+			o, "node", json_object_new_string(plan->nodes[plan->rank_node[r]].name));
 		json_object_object_add(o, "local_gpu", json_object_new_int(plan->rank_gpu[r]));
 		json_object_object_add(o, "nic", NULL);
 		for (int d = 0; d < PHX_DIM_COUNT; d++)
@@ -309,14 +318,30 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'l': a->layout = optarg; break;
-		case 'n': a->nodes = optarg; break;
-		case 'f': a->fabric = optarg; break;
-		case 't': a->topology_conf = optarg; break;
-		case 's': a->slow = optarg; break;
-		case 'T': a->traffic = optarg; break;
-		case 'j': a->json = true; break;
-		case 'e': a->explain = true; break;
+		case 'l':
+			a->layout = optarg;
+			break;
+		case 'n':
+			a->nodes = optarg;
+			break;
+		case 'f':
+			a->fabric = optarg;
+			break;
+		case 't':
+			a->topology_conf = optarg;
+			break;
+		case 's':
+			a->slow = optarg;
+			break;
+		case 'T':
+			a->traffic = optarg;
+			break;
+		case 'j':
+			a->json = true;
+			break;
+		case 'e':
+			a->explain = true;
+			break;
 		case 'g':
 			if (number("--gpus-per-node", optarg, 1024, &a->gpus_per_node) < 0)
 				return 2;
@@ -326,8 +351,10 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 				return 2;
 			break;
 		case 'h':
-			printf("%s\nPlaces the ranks of a parallelism layout on an allocation and compares\n"
-			       "the cost with Slurm's host-name order. See phalanx-plan(1).\n", USAGE);
+			printf("%s\nPlaces the ranks of a parallelism layout on an allocation and "
+			       "compares\n"
+			       "the cost with Slurm's host-name order. See phalanx-plan(1).\n",
+			       USAGE);
 			return 0;
 		case ':':
 			phx_error("plan: option '%s' needs a value\n%s", argv[optind - 1], USAGE);
@@ -407,11 +434,14 @@ int phx_cmd_plan(int argc, char **argv)
 	ret = load_inputs(&a, &in);
 	if (ret)
 		goto out;
-	if (phx_place(&(struct phx_place_input){ .fabric = in.fabric, .nodes = in.nodes.names,
+	if (phx_place(&(struct phx_place_input){ .fabric = in.fabric,
+						 .nodes = in.nodes.names,
 						 .n_nodes = in.nodes.count,
 						 .gpus_per_node = (unsigned)a.gpus_per_node,
-						 .slow = in.slow.names, .n_slow = in.slow.count,
-						 .layout = &in.layout, .traffic = &in.traffic },
+						 .slow = in.slow.names,
+						 .n_slow = in.slow.count,
+						 .layout = &in.layout,
+						 .traffic = &in.traffic },
 		      &plan, err, sizeof(err)) < 0) {
 		phx_error("plan: %s", err);
 		ret = 1;

@@ -60,8 +60,12 @@ static void place_on(const struct phx_fabric *f, const char *spec)
 	if (phx_layout_parse(spec, &l, err, sizeof(err)) < 0 ||
 	    phx_layout_resolve(&l, n * 2, err, sizeof(err)) < 0)
 		goto out;
-	check(phx_place(&(struct phx_place_input){ .fabric = f, .nodes = names, .n_nodes = n,
-						   .gpus_per_node = 2, .slow = names, .n_slow = 1,
+	check(phx_place(&(struct phx_place_input){ .fabric = f,
+						   .nodes = names,
+						   .n_nodes = n,
+						   .gpus_per_node = 2,
+						   .slow = names,
+						   .n_slow = 1,
 						   .layout = &l },
 			&plan, err, sizeof(err)) == 0,
 	      err);

@@ -150,10 +150,12 @@ static void test_tconf_errors(void **state)
 		   "t.conf:4: switch 's0' is already defined at t.conf:1");
 	expect_err(tconf("SwitchName=s0 Nodes=n[1-2]\nSwitchName=s1 Nodes=n[2-3]\n"), "node twice",
 		   "node 'n2' is under two leaf switches, 's0' and 's1'");
-	expect_err(tconf("SwitchName=s0 Nodes=n1\nSwitchName=a Switches=s0\nSwitchName=b Switches=s0\n"),
+	expect_err(tconf("SwitchName=s0 Nodes=n1\nSwitchName=a Switches=s0\nSwitchName=b "
+			 "Switches=s0\n"),
 		   "two parents", "switch 's0' is already under 'a'");
-	expect_err(tconf("SwitchName=s0 Nodes=n1\nSwitchName=a Switches=b\nSwitchName=b Switches=a\n"),
-		   "loop", "switches form a loop");
+	expect_err(
+		tconf("SwitchName=s0 Nodes=n1\nSwitchName=a Switches=b\nSwitchName=b Switches=a\n"),
+		"loop", "switches form a loop");
 	expect_err(tconf("SwitchName=a Switches=a\n"), "self", "lists itself");
 	expect_err(tconf("SwitchName=s0 Nodes=n[1-\n"), "hostlist", "t.conf:1: bad host list");
 	expect_err(tconf("SwitchName=s0 garbage Nodes=n1\n"), "token",
@@ -165,13 +167,17 @@ static void test_tconf_errors(void **state)
 	expect_err(tconf("SwitchName=s0 Nodes=\"n1\n"), "quote", "no closing quote");
 	expect_err(tconf("SwitchName=s0 \\\n  Nodes=n1 Bogus=1\nSwitchName=s1 Nodes=n2\n"),
 		   "continued line", "t.conf:1: unknown key 'Bogus'");
-	expect_err(tconf("SwitchName=s0 Nodes=n1\nSwitchName=s1 Nodes=n2\nBlockName=b Nodes=n[1-2]\n"),
-		   "block over leaves", "t.conf:3: NVLink domain 'b' spans leaf switches 's0' and 's1'");
+	expect_err(
+		tconf("SwitchName=s0 Nodes=n1\nSwitchName=s1 Nodes=n2\nBlockName=b Nodes=n[1-2]\n"),
+		"block over leaves",
+		"t.conf:3: NVLink domain 'b' spans leaf switches 's0' and 's1'");
 	expect_err(tconf("SwitchName=s0 Nodes=n1\nBlockName=b Nodes=n7\n"), "block node",
 		   "NVLink domain 'b' lists node 'n7', which is under no leaf switch");
-	expect_err(tconf("SwitchName=s0 Nodes=n[1-2]\nBlockName=a Nodes=n1\nBlockName=b Nodes=n1\n"),
-		   "two blocks", "node 'n1' is already in NVLink domain 'a'");
-	expect_err(tconf("BlockName=b Nodes=n1 Switches=x\n"), "block key", "unknown key 'Switches'");
+	expect_err(
+		tconf("SwitchName=s0 Nodes=n[1-2]\nBlockName=a Nodes=n1\nBlockName=b Nodes=n1\n"),
+		"two blocks", "node 'n1' is already in NVLink domain 'a'");
+	expect_err(tconf("BlockName=b Nodes=n1 Switches=x\n"), "block key",
+		   "unknown key 'Switches'");
 	{
 		static const char nul[] = "SwitchName=s0 Nodes=n1\n\0\n";
 		struct phx_fabric *f = NULL;
@@ -253,16 +259,18 @@ static void test_yaml_errors(void **state)
 	expect_err(yaml("fabric:\n  leaves: []\n"), "empty list", "the list is empty");
 	expect_err(yaml("fabric:\n  bandwidth:\n    leaf: fast\n"), "not a number",
 		   "f.yaml:3:11: key 'fabric.bandwidth.leaf'");
-	expect_err(yaml("fabric:\n  bandwidth:\n    lef: 10\n"), "level typo",
-		   "unknown key 'lef'");
+	expect_err(yaml("fabric:\n  bandwidth:\n    lef: 10\n"), "level typo", "unknown key 'lef'");
 	expect_err(yaml("fabric:\n  bandwidth:\n    leaf: 0.5\n"), "too slow",
 		   "key 'fabric.bandwidth.leaf'");
-	expect_err(yaml("fabric:\n  bandwidth:\n    spine: 400\n"), "faster spine",
-		   "bandwidth.spine (400000 MB/s) is above bandwidth.leaf (50000 MB/s, the default)");
-	expect_err(yaml("fabric:\n  nvlink_domain_size: 4\n  nvlink_domains:\n    - {name: a, nodes: n1}\n"),
+	expect_err(
+		yaml("fabric:\n  bandwidth:\n    spine: 400\n"), "faster spine",
+		"bandwidth.spine (400000 MB/s) is above bandwidth.leaf (50000 MB/s, the default)");
+	expect_err(yaml("fabric:\n  nvlink_domain_size: 4\n  nvlink_domains:\n    - {name: a, "
+			"nodes: n1}\n"),
 		   "both domain kinds", "give nvlink_domains or nvlink_domain_size, not both");
-	expect_err(yaml("fabric:\n  topology_conf: x.conf\n  leaves:\n    - {name: a, nodes: n1}\n"),
-		   "both switch kinds", "give leaves or topology_conf, not both");
+	expect_err(
+		yaml("fabric:\n  topology_conf: x.conf\n  leaves:\n    - {name: a, nodes: n1}\n"),
+		"both switch kinds", "give leaves or topology_conf, not both");
 	expect_err(yaml("fabric:\n  nvlink_domain_size: 4\n"), "size without tree",
 		   "nvlink_domain_size needs the switch tree");
 	expect_err(yaml("fabric:\n  nvlink_domain_size: 0\n"), "size zero",
@@ -270,11 +278,14 @@ static void test_yaml_errors(void **state)
 	expect_err(yaml("fabric:\n  topology_conf: /nonexistent/topology.conf\n"), "missing tconf",
 		   "cannot read the topology_conf it names");
 	expect_err(yaml("fabric: [1, 2]\n"), "not a map", "key 'fabric'");
-	expect_err(yaml("fabric:\n  leaves:\n    - {name: a, nodes: \"n[1-2]\"}\n    - {name: a, nodes: n3}\n"),
+	expect_err(yaml("fabric:\n  leaves:\n    - {name: a, nodes: \"n[1-2]\"}\n    - {name: a, "
+			"nodes: n3}\n"),
 		   "same leaf twice", "switch 'a' is already defined at f.yaml:3");
 	expect_err(yaml("fabric:\n  leaves:\n    - {name: a, nodes: n1}\n"
 			"  nvlink_domains:\n    - {name: d, nodes: \"n[1-2]\"}\n"),
-		   "domain node unknown", "f.yaml:5:24: key 'fabric.nvlink_domains[0].nodes': NVLink domain 'd' lists node 'n2'");
+		   "domain node unknown",
+		   "f.yaml:5:24: key 'fabric.nvlink_domains[0].nodes': NVLink domain 'd' lists "
+		   "node 'n2'");
 }
 
 static void test_yaml_and_tconf_conflict(void **state)

@@ -59,8 +59,8 @@ static struct phx_fabric *fabric_from(const char *conf)
 {
 	struct phx_fabric *f = NULL;
 
-	if (phx_fabric_parse(NULL, NULL, 0, "test.conf", conf, strlen(conf), &f, err,
-			     sizeof(err)) < 0)
+	if (phx_fabric_parse(NULL, NULL, 0, "test.conf", conf, strlen(conf), &f, err, sizeof(err)) <
+	    0)
 		fail_msg("fabric: %s", err);
 	return f;
 }
@@ -69,10 +69,14 @@ static struct phx_plan *place(const struct scenario *s)
 {
 	struct phx_plan *plan = NULL;
 
-	if (phx_place(&(struct phx_place_input){ .fabric = s->fabric, .nodes = s->names,
-						 .n_nodes = s->n_nodes, .gpus_per_node = s->gpn,
-						 .slow = s->slow, .n_slow = s->n_slow,
-						 .layout = &s->layout, .traffic = &s->traffic },
+	if (phx_place(&(struct phx_place_input){ .fabric = s->fabric,
+						 .nodes = s->names,
+						 .n_nodes = s->n_nodes,
+						 .gpus_per_node = s->gpn,
+						 .slow = s->slow,
+						 .n_slow = s->n_slow,
+						 .layout = &s->layout,
+						 .traffic = &s->traffic },
 		      &plan, err, sizeof(err)) < 0)
 		fail_msg("phx_place: %s", err);
 	return plan;
@@ -106,12 +110,12 @@ static void random_fabric(struct scenario *s)
 			unsigned nodes = pick(1, 6), bsize = pick(2, 3);
 
 			off += (size_t)snprintf(conf + off, sizeof(conf) - off,
-						"SwitchName=leaf%u Nodes=n[%03u-%03u]\n", leaf, node,
-						node + nodes - 1);
+						"SwitchName=leaf%u Nodes=n[%03u-%03u]\n", leaf,
+						node, node + nodes - 1);
 			for (unsigned b = 0; blocks && b + bsize <= nodes; b += bsize)
 				off += (size_t)snprintf(conf + off, sizeof(conf) - off,
-							"BlockName=nvl%u Nodes=n[%03u-%03u]\n", block++,
-							node + b, node + b + bsize - 1);
+							"BlockName=nvl%u Nodes=n[%03u-%03u]\n",
+							block++, node + b, node + b + bsize - 1);
 			/* Allocate a random part of the leaf. */
 			s->leaf_nodes[s->n_leaves] = 0;
 			for (unsigned k = 0; k < nodes; k++) {
@@ -127,7 +131,8 @@ static void random_fabric(struct scenario *s)
 			node += nodes;
 		}
 		off += (size_t)snprintf(conf + off, sizeof(conf) - off,
-					"SwitchName=spine%u Switches=leaf[%u-%u]\n", sp, first, leaf - 1);
+					"SwitchName=spine%u Switches=leaf[%u-%u]\n", sp, first,
+					leaf - 1);
 	}
 	if (!s->n_nodes)
 		add_node(s, "n000");
@@ -261,7 +266,8 @@ static void test_determinism(void **state)
 		b = place(&s);
 		assert_int_equal(a->world, b->world);
 		for (unsigned long r = 0; r < a->world; r++) {
-			assert_string_equal(a->nodes[a->rank_node[r]].name, b->nodes[b->rank_node[r]].name);
+			assert_string_equal(a->nodes[a->rank_node[r]].name,
+					    b->nodes[b->rank_node[r]].name);
 			assert_int_equal(a->rank_gpu[r], b->rank_gpu[r]);
 		}
 		assert_true(a->cost.total == b->cost.total && a->lower_bound == b->lower_bound);
@@ -302,8 +308,8 @@ static void test_random_invariants(void **state)
 			fail_msg("round %d: cost %llu above host-name order %llu", round,
 				 (unsigned long long)plan->cost.total,
 				 (unsigned long long)plan->hostname.total);
-		if (s.traffic.mib[PHX_DIM_TP] == 65536 && s.gpn % plan->layout.size[PHX_DIM_TP] == 0 &&
-		    !tp_in_nodes(plan))
+		if (s.traffic.mib[PHX_DIM_TP] == 65536 &&
+		    s.gpn % plan->layout.size[PHX_DIM_TP] == 0 && !tp_in_nodes(plan))
 			fail_msg("round %d: a tensor-parallel group spans nodes", round);
 		phx_plan_free(plan);
 		free_scenario(&s);
@@ -449,7 +455,8 @@ static void test_nvlink_domains(void **state)
 	set_layout(&s, "tp=32", 32);
 	plan = place(&s);
 	assert_int_equal(plan->n_warnings, 1);
-	assert_non_null(strstr(plan->warnings[0], "tp=32 is larger than a node (4 GPUs) and than any NVLink domain"));
+	assert_non_null(strstr(plan->warnings[0],
+			       "tp=32 is larger than a node (4 GPUs) and than any NVLink domain"));
 	phx_plan_free(plan);
 	free_scenario(&s);
 }
@@ -477,10 +484,10 @@ static void place_bad(struct scenario *s, const char *expect)
 	struct phx_plan *plan = NULL;
 
 	assert_int_equal(phx_place(&(struct phx_place_input){ .fabric = s->fabric,
-							       .nodes = s->names,
-							       .n_nodes = s->n_nodes,
-							       .gpus_per_node = s->gpn,
-							       .layout = &s->layout },
+							      .nodes = s->names,
+							      .n_nodes = s->n_nodes,
+							      .gpus_per_node = s->gpn,
+							      .layout = &s->layout },
 				   &plan, err, sizeof(err)),
 			 -1);
 	assert_null(plan);
