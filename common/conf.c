@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/conf.h"
 #include "common/yaml.h"
 
@@ -126,20 +127,6 @@ static const struct conf_key keys[] = {
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
 
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return -1;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static int name_index(const char *const *names, const char *s)
 {
@@ -423,7 +410,7 @@ static int apply_list(const struct loader *l, const struct conf_key *k,
 				       "%zu entries, at most %d allowed", node->n_items, LIST_MAX);
 	list.items = calloc(node->n_items + 1, sizeof(*list.items));
 	if (!list.items)
-		return errf(l->err, l->errlen, "%s: out of memory", l->doc->name);
+		return phx_errf(l->err, l->errlen, "%s: out of memory", l->doc->name);
 	for (size_t i = 0; i < node->n_items; i++) {
 		const struct phx_ynode *item = node->items[i];
 
@@ -432,7 +419,7 @@ static int apply_list(const struct loader *l, const struct conf_key *k,
 			goto fail;
 		list.items[i] = strdup(s);
 		if (!list.items[i]) {
-			errf(l->err, l->errlen, "%s: out of memory", l->doc->name);
+			phx_errf(l->err, l->errlen, "%s: out of memory", l->doc->name);
 			goto fail;
 		}
 		list.n++;
@@ -473,7 +460,7 @@ static int apply(const struct loader *l, const struct conf_key *k, const struct 
 			return -1;
 		copy = strdup(s);
 		if (!copy)
-			return errf(l->err, l->errlen, "%s: out of memory", l->doc->name);
+			return phx_errf(l->err, l->errlen, "%s: out of memory", l->doc->name);
 		free(*FIELD(l->conf, k, char *));
 		*FIELD(l->conf, k, char *) = copy;
 		return 0;
@@ -625,10 +612,10 @@ static int from_doc(const struct phx_ydoc *doc, struct phx_conf *conf, char *err
 	const struct phx_ynode *root = doc->root;
 
 	if (phx_conf_defaults(conf) < 0)
-		return errf(err, errlen, "%s: out of memory", doc->name);
+		return phx_errf(err, errlen, "%s: out of memory", doc->name);
 	conf->source = strdup(doc->name);
 	if (!conf->source) {
-		errf(err, errlen, "%s: out of memory", doc->name);
+		phx_errf(err, errlen, "%s: out of memory", doc->name);
 		goto fail;
 	}
 	if (root && root->type != PHX_YMAP) {
@@ -666,7 +653,7 @@ int phx_conf_load_file(const char *path, struct phx_conf *conf, char *err, size_
 	int rc;
 
 	if (phx_conf_defaults(conf) < 0)
-		return errf(err, errlen, "%s: out of memory", path);
+		return phx_errf(err, errlen, "%s: out of memory", path);
 	rc = phx_ydoc_load_file(path, &doc, err, errlen);
 	return finish(doc, rc, conf, err, errlen);
 }
@@ -678,7 +665,7 @@ int phx_conf_load_buffer(const char *name, const char *buf, size_t len,
 	int rc;
 
 	if (phx_conf_defaults(conf) < 0)
-		return errf(err, errlen, "%s: out of memory", name ? name : "(config)");
+		return phx_errf(err, errlen, "%s: out of memory", name ? name : "(config)");
 	rc = phx_ydoc_load_buffer(name ? name : "(config)", buf, len, &doc, err, errlen);
 	return finish(doc, rc, conf, err, errlen);
 }

@@ -5,22 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/gpulist.h"
 
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return -1;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 /* Decimal digits at p; saturates instead of wrapping so "99999999999" is out of range. */
 static const char *parse_num(const char *p, unsigned long *v)
@@ -39,10 +26,10 @@ static int add(struct phx_gpus *out, bool *seen, unsigned long id, const char *s
 	       size_t errlen)
 {
 	if (id >= PHX_GPU_MAX)
-		return errf(err, errlen, "GPU %lu in '%.64s' is out of range (0 to %d)", id, s,
+		return phx_errf(err, errlen, "GPU %lu in '%.64s' is out of range (0 to %d)", id, s,
 			    PHX_GPU_MAX - 1);
 	if (seen[id])
-		return errf(err, errlen, "GPU %lu is listed twice in '%.64s'", id, s);
+		return phx_errf(err, errlen, "GPU %lu is listed twice in '%.64s'", id, s);
 	seen[id] = true;
 	out->id[out->n++] = (unsigned)id;
 	return 0;
@@ -63,7 +50,7 @@ static int parse_items(const char *s, struct phx_gpus *out, char *err, size_t er
 		if (*p == '-' && !(p = parse_num(p + 1, &hi)))
 			goto syntax;
 		if (hi < lo)
-			return errf(err, errlen, "range %lu-%lu in '%.64s' runs backwards", lo, hi,
+			return phx_errf(err, errlen, "range %lu-%lu in '%.64s' runs backwards", lo, hi,
 				    s);
 		for (unsigned long id = lo; id <= hi; id++) {
 			if (add(out, seen, id, s, err, errlen) < 0)
@@ -76,14 +63,14 @@ static int parse_items(const char *s, struct phx_gpus *out, char *err, size_t er
 	}
 	return 0;
 syntax:
-	return errf(err, errlen, "'%.64s' is not a list of GPU numbers like 0,2-3", s);
+	return phx_errf(err, errlen, "'%.64s' is not a list of GPU numbers like 0,2-3", s);
 }
 
 int phx_gpus_parse(const char *s, struct phx_gpus *out, char *err, size_t errlen)
 {
 	out->n = 0;
 	if (!s)
-		return errf(err, errlen, "no GPU list");
+		return phx_errf(err, errlen, "no GPU list");
 	if (parse_items(s, out, err, errlen) < 0) {
 		out->n = 0;
 		return -1;
@@ -260,4 +247,42 @@ int phx_gpu_path(const char *root, const char *pattern, const char *node, unsign
 	}
 	snprintf(num, sizeof(num), "%u", index);
 	return expand(pattern, 'u', num, buf, len, &used);
+}
+
+int phx_cuda_own_first(const char *list, unsigned own, char *out, size_t len)
+{
+	const char *p = list, *own_start = NULL;
+	size_t own_len = 0, used;
+	unsigned i = 0;
+
+	for (; p; i++) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+
+		if (i == own) {
+			own_start = p;
+			own_len = n;
+		}
+		p = end ? end + 1 : NULL;
+	}
+	if (!own_start || own_len == 0 || own_len + 1 > len)
+		return -1;
+	memcpy(out, own_start, own_len);
+	used = own_len;
+	p = list;
+	for (i = 0; p; i++) {
+		const char *end = strchr(p, ',');
+		size_t n = end ? (size_t)(end - p) : strlen(p);
+
+		if (i != own) {
+			if (used + 1 + n + 1 > len)
+				return -1;
+			out[used++] = ',';
+			memcpy(out + used, p, n);
+			used += n;
+		}
+		p = end ? end + 1 : NULL;
+	}
+	out[used] = '\0';
+	return 0;
 }

@@ -74,4 +74,11 @@ int phx_gpu_info_minor(const char *text, unsigned *minor);
 int phx_gpu_path(const char *root, const char *pattern, const char *node, unsigned index,
 		 char *buf, size_t len);
 
+/*
+ * CUDA_VISIBLE_DEVICES with entry `own` moved to the front and the others
+ * kept in order, so CUDA device 0 is the task's GPU. Works on any entries
+ * (numbers or GPU UUIDs). 0, or -1 when own is out of range or out is small.
+ */
+int phx_cuda_own_first(const char *list, unsigned own, char *out, size_t len);
+
 #endif

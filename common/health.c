@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/gpulist.h"
 #include "common/health.h"
 
 #define NVML_DEFAULT_LIB "libnvidia-ml.so.1"
@@ -227,55 +228,21 @@ static const char *root_problem(int rc)
 	       rc == -EINVAL ? "the node name is not a plain host name" : "the path is too long";
 }
 
-int phx_health_parse_gpus(const char *list, unsigned *out, size_t max)
-{
-	const char *p = list;
-	size_t n = 0;
-
-	if (!list || !*list)
-		return 0;
-	for (;;) {
-		char *end;
-		unsigned long a, b;
-
-		if (*p < '0' || *p > '9')
-			return -1;
-		a = b = strtoul(p, &end, 10);
-		if (*end == '-') {
-			if (end[1] < '0' || end[1] > '9')
-				return -1;
-			b = strtoul(end + 1, &end, 10);
-		}
-		if (a > b || b >= PHX_HEALTH_MAX_GPUS)
-			return -1;
-		for (unsigned long i = a; i <= b; i++) {
-			if (n >= max)
-				return -1;
-			out[n++] = (unsigned)i;
-		}
-		if (!*end)
-			return (int)n;
-		if (*end != ',')
-			return -1;
-		p = end + 1;
-	}
-}
-
 /*
  * The GPUs to check: the job's and, with health.gpu_count, 0..count-1.
  * Returns how many are set in want, or -1 when SLURM_JOB_GPUS is garbage.
  */
 static int wanted_gpus(const struct run *run, bool want[PHX_HEALTH_MAX_GPUS])
 {
-	unsigned idx[PHX_HEALTH_MAX_GPUS];
-	int n = phx_health_parse_gpus(run->ctx->job_gpus, idx, PHX_HEALTH_MAX_GPUS);
+	const char *list = run->ctx->job_gpus;
+	struct phx_gpus gpus = { 0 };
 	int count = 0;
 
 	memset(want, 0, PHX_HEALTH_MAX_GPUS * sizeof(want[0]));
-	if (n < 0)
+	if (list && *list && phx_gpus_parse(list, &gpus, NULL, 0) < 0)
 		return -1;
-	for (int i = 0; i < n; i++)
-		want[idx[i]] = true;
+	for (unsigned i = 0; i < gpus.n; i++)
+		want[gpus.id[i]] = true;
 	for (int i = 0; i < run->conf->health.gpu_count; i++)
 		want[i] = true;
 	for (int i = 0; i < PHX_HEALTH_MAX_GPUS; i++)

@@ -64,13 +64,6 @@ const struct phx_health_result *phx_health_find(const struct phx_health_report *
 const char *phx_health_status_name(enum phx_health_status status);
 
 /*
- * Parses a GPU index list as in SLURM_JOB_GPUS ("0,2-3") into out.
- * Returns the number of indices, or -1 when the list is malformed, holds
- * an index of PHX_HEALTH_MAX_GPUS or more, or does not fit max.
- */
-int phx_health_parse_gpus(const char *list, unsigned *out, size_t max);
-
-/*
  * Expands a health.paths pattern: %u the job's uid, %j its job id, %n the
  * node name, %% a percent sign. Returns 0, -ENOENT when the pattern needs
  * a value ctx does not have, -EINVAL for a bad escape or an unsafe node

@@ -94,3 +94,15 @@ void phx_log(enum phx_log_level level, const char *fmt, ...)
 	phx_vlog(level, fmt, ap);
 	va_end(ap);
 }
+
+int phx_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -1;
+}

@@ -8,6 +8,7 @@
 #define PHX_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 enum phx_log_level {
 	PHX_LOG_ERROR = 0,
@@ -31,6 +32,12 @@ void phx_vlog(enum phx_log_level level, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 void phx_log(enum phx_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/*
+ * Formats the reason for a failure into a caller's buffer (err may be
+ * NULL), for library code that reports instead of printing; returns -1.
+ */
+int phx_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #define phx_error(...) phx_log(PHX_LOG_ERROR, __VA_ARGS__)
 #define phx_warn(...) phx_log(PHX_LOG_WARN, __VA_ARGS__)

@@ -18,6 +18,7 @@
 
 #include <yaml.h>
 
+#include "common/log.h"
 #include "common/file.h"
 #include "common/yaml.h"
 
@@ -49,20 +50,6 @@ struct builder {
 
 /* ------------------------------------------------------------ messages */
 
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return -1;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static int mark_error(const struct builder *b, const yaml_mark_t *mark, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -75,7 +62,7 @@ static int mark_error(const struct builder *b, const yaml_mark_t *mark, const ch
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return errf(b->err, b->errlen, "%s:%zu:%zu: %s", b->doc->name, mark->line + 1,
+	return phx_errf(b->err, b->errlen, "%s:%zu:%zu: %s", b->doc->name, mark->line + 1,
 		    mark->column + 1, msg);
 }
 
@@ -151,14 +138,14 @@ static int vnode_error(const struct phx_ydoc *doc, const struct phx_ynode *node,
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (!node)
-		return errf(err, errlen, "%s: %s", name, msg);
+		return phx_errf(err, errlen, "%s: %s", name, msg);
 	if (at_key && node->key)
-		return errf(err, errlen, "%s:%u:%u: %s", name, node->key_line,
+		return phx_errf(err, errlen, "%s:%u:%u: %s", name, node->key_line,
 			    node->key_column, msg);
 	phx_ynode_path(node, path, sizeof(path));
 	if (!path[0] || at_key)
-		return errf(err, errlen, "%s:%u:%u: %s", name, node->line, node->column, msg);
-	return errf(err, errlen, "%s:%u:%u: key '%s': %s", name, node->line, node->column,
+		return phx_errf(err, errlen, "%s:%u:%u: %s", name, node->line, node->column, msg);
+	return phx_errf(err, errlen, "%s:%u:%u: key '%s': %s", name, node->line, node->column,
 		    path, msg);
 }
 
@@ -248,10 +235,10 @@ static int parser_error(const struct builder *b, const yaml_parser_t *p)
 
 	switch (p->error) {
 	case YAML_MEMORY_ERROR:
-		return errf(b->err, b->errlen, "%s: out of memory reading YAML", b->doc->name);
+		return phx_errf(b->err, b->errlen, "%s: out of memory reading YAML", b->doc->name);
 	case YAML_READER_ERROR:
 		offset_pos(b->buf, b->len, p->problem_offset, &line, &col);
-		return errf(b->err, b->errlen, "%s:%zu:%zu: %s; the file must be UTF-8 text",
+		return phx_errf(b->err, b->errlen, "%s:%zu:%zu: %s; the file must be UTF-8 text",
 			    b->doc->name, line, col, problem);
 	default:
 		break;
@@ -307,7 +294,7 @@ static int take_key(struct builder *b, struct frame *f, const yaml_event_t *ev)
 		return mark_error(b, &ev->start_mark, "empty key; every value needs a name");
 	f->key = strdup(key);
 	if (!f->key)
-		return errf(b->err, b->errlen, "%s: out of memory", b->doc->name);
+		return phx_errf(b->err, b->errlen, "%s: out of memory", b->doc->name);
 	f->key_line = (unsigned)ev->start_mark.line + 1;
 	f->key_column = (unsigned)ev->start_mark.column + 1;
 	return 0;
@@ -355,7 +342,7 @@ static struct phx_ynode *new_node(struct builder *b, const yaml_event_t *ev,
 	}
 	node = calloc(1, sizeof(*node));
 	if (!node) {
-		errf(b->err, b->errlen, "%s: out of memory", b->doc->name);
+		phx_errf(b->err, b->errlen, "%s: out of memory", b->doc->name);
 		return NULL;
 	}
 	node->type = type;
@@ -363,7 +350,7 @@ static struct phx_ynode *new_node(struct builder *b, const yaml_event_t *ev,
 	node->column = (unsigned)ev->start_mark.column + 1;
 	if (attach(b, node) < 0) {
 		node_free(node);
-		errf(b->err, b->errlen, "%s: out of memory", b->doc->name);
+		phx_errf(b->err, b->errlen, "%s: out of memory", b->doc->name);
 		return NULL;
 	}
 	return node;
@@ -389,7 +376,7 @@ static int on_scalar(struct builder *b, const yaml_event_t *ev)
 	node->quoted = !plain || ev->data.scalar.tag;
 	node->value = strdup(value);
 	if (!node->value)
-		return errf(b->err, b->errlen, "%s: out of memory", b->doc->name);
+		return phx_errf(b->err, b->errlen, "%s: out of memory", b->doc->name);
 	return 0;
 }
 
@@ -437,7 +424,7 @@ static int check_duplicates(struct builder *b, const struct phx_ynode *map)
 		return 0;
 	sorted = malloc(map->n_items * sizeof(*sorted));
 	if (!sorted)
-		return errf(b->err, b->errlen, "%s: out of memory", b->doc->name);
+		return phx_errf(b->err, b->errlen, "%s: out of memory", b->doc->name);
 	memcpy(sorted, map->items, map->n_items * sizeof(*sorted));
 	qsort(sorted, map->n_items, sizeof(*sorted), key_cmp);
 	for (size_t i = 1; i < map->n_items; i++) {
@@ -537,7 +524,7 @@ static int check_bytes(struct builder *b)
 	if (!nul)
 		return 0;
 	offset_pos(b->buf, b->len, (size_t)(nul - b->buf), &line, &col);
-	return errf(b->err, b->errlen, "%s:%zu:%zu: NUL byte; the file must be UTF-8 text "
+	return phx_errf(b->err, b->errlen, "%s:%zu:%zu: NUL byte; the file must be UTF-8 text "
 		    "(UTF-16 is not supported)", b->doc->name, line, col);
 }
 
@@ -551,14 +538,14 @@ int phx_ydoc_load_buffer(const char *name, const char *buf, size_t len,
 	*doc = NULL;
 	b.doc = calloc(1, sizeof(*b.doc));
 	if (!b.doc)
-		return errf(err, errlen, "%s: out of memory", name ? name : "(yaml)");
+		return phx_errf(err, errlen, "%s: out of memory", name ? name : "(yaml)");
 	b.doc->name = strdup(name ? name : "(yaml)");
 	if (!b.doc->name) {
-		errf(err, errlen, "%s: out of memory", name ? name : "(yaml)");
+		phx_errf(err, errlen, "%s: out of memory", name ? name : "(yaml)");
 		goto out_doc;
 	}
 	if (len > PHX_YAML_MAX_BYTES) {
-		errf(err, errlen, "%s: %zu bytes, more than the %u MiB limit", b.doc->name, len,
+		phx_errf(err, errlen, "%s: %zu bytes, more than the %u MiB limit", b.doc->name, len,
 		     PHX_YAML_MAX_BYTES >> 20);
 		goto out_doc;
 	}
@@ -571,7 +558,7 @@ int phx_ydoc_load_buffer(const char *name, const char *buf, size_t len,
 	if (check_bytes(&b) < 0)
 		goto out_doc;
 	if (!yaml_parser_initialize(&parser)) {
-		errf(err, errlen, "%s: out of memory", b.doc->name);
+		phx_errf(err, errlen, "%s: out of memory", b.doc->name);
 		goto out_doc;
 	}
 	yaml_parser_set_encoding(&parser, YAML_UTF8_ENCODING);
@@ -598,12 +585,12 @@ int phx_ydoc_load_file(const char *path, struct phx_ydoc **doc, char *err, size_
 	*doc = NULL;
 	rc = phx_file_read(path, PHX_YAML_MAX_BYTES, &buf, &len);
 	if (rc == -EFBIG)
-		return errf(err, errlen, "%s: larger than the %u MiB limit; is it the right file?",
+		return phx_errf(err, errlen, "%s: larger than the %u MiB limit; is it the right file?",
 			    path, PHX_YAML_MAX_BYTES >> 20);
 	if (rc == -EINVAL)
-		return errf(err, errlen, "%s: not a regular file", path);
+		return phx_errf(err, errlen, "%s: not a regular file", path);
 	if (rc < 0)
-		return errf(err, errlen, "%s: cannot read: %s", path, strerror(-rc));
+		return phx_errf(err, errlen, "%s: cannot read: %s", path, strerror(-rc));
 	rc = phx_ydoc_load_buffer(path, buf, len, doc, err, errlen);
 	free(buf);
 	return rc;

@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 
 #include "common/conf.h"
+#include "common/gpulist.h"
 #include "common/health.h"
 #include "common/log.h"
 #include "launcher/commands.h"
@@ -167,13 +168,13 @@ int phx_cmd_health(int argc, char **argv)
 	struct phx_health_ctx ctx = { .node = NULL };
 	struct phx_health_report rep;
 	struct phx_conf conf;
-	unsigned idx[PHX_HEALTH_MAX_GPUS];
+	struct phx_gpus gpus;
 	char host[256];
 	int rc = parse_args(argc, argv, &a);
 
 	if (rc)
 		return rc == 1 ? 0 : 2;
-	if (a.job_gpus && phx_health_parse_gpus(a.job_gpus, idx, PHX_HEALTH_MAX_GPUS) < 0) {
+	if (a.job_gpus && phx_gpus_parse(a.job_gpus, &gpus, NULL, 0) < 0) {
 		phx_error("health: --job-gpus '%s' is not a GPU index list like 0,2-3", a.job_gpus);
 		return 2;
 	}

@@ -11,66 +11,9 @@
 #include <hwloc.h>
 #include <hwloc/glibc-sched.h>
 
+#include "common/gpulist.h"
 #include "common/log.h"
 #include "spank/task.h"
-
-int phx_list_own_first(const char *list, unsigned own, char *out, size_t len)
-{
-	const char *p = list, *own_start = NULL;
-	size_t own_len = 0, used;
-	unsigned i = 0;
-
-	for (; p; i++) {
-		const char *end = strchr(p, ',');
-		size_t n = end ? (size_t)(end - p) : strlen(p);
-
-		if (i == own) {
-			own_start = p;
-			own_len = n;
-		}
-		p = end ? end + 1 : NULL;
-	}
-	if (!own_start || own_len == 0 || own_len + 1 > len)
-		return -1;
-	memcpy(out, own_start, own_len);
-	used = own_len;
-	p = list;
-	for (i = 0; p; i++) {
-		const char *end = strchr(p, ',');
-		size_t n = end ? (size_t)(end - p) : strlen(p);
-
-		if (i != own) {
-			if (used + 1 + n + 1 > len)
-				return -1;
-			out[used++] = ',';
-			memcpy(out + used, p, n);
-			used += n;
-		}
-		p = end ? end + 1 : NULL;
-	}
-	out[used] = '\0';
-	return 0;
-}
-
-long phx_list_number(const char *list, unsigned index)
-{
-	const char *p = list;
-	char *end;
-	long v;
-
-	for (unsigned i = 0; i < index && p; i++) {
-		p = strchr(p, ',');
-		if (p)
-			p++;
-	}
-	if (!p || *p < '0' || *p > '9')
-		return -1;
-	errno = 0;
-	v = strtol(p, &end, 10);
-	if (errno || (*end && *end != ','))
-		return -1;
-	return v;
-}
 
 static int set_env(spank_t sp, const char *name, int overwrite, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -142,6 +85,7 @@ struct binding {
 static int bind_gpu(spank_t sp, const struct phx_step *step, unsigned slot, struct binding *b)
 {
 	char visible[1024], gpus[1024];
+	struct phx_gpus ids;
 
 	b->gpu = -1;
 	if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", visible, sizeof(visible)) != ESPANK_SUCCESS)
@@ -149,7 +93,7 @@ static int bind_gpu(spank_t sp, const struct phx_step *step, unsigned slot, stru
 	/* One GPU per task (--gpus-per-task, --phx-isolate=task): it is the task's. */
 	if (!strchr(visible, ','))
 		snprintf(b->visible, sizeof(b->visible), "%s", visible);
-	else if (phx_list_own_first(visible, slot, b->visible, sizeof(b->visible)) < 0) {
+	else if (phx_cuda_own_first(visible, slot, b->visible, sizeof(b->visible)) < 0) {
 		phx_warn("task slot %u has no GPU of its own in CUDA_VISIBLE_DEVICES=%s; "
 			 "request one GPU per task (--gpus-per-node=%u)",
 			 slot, visible, step->map.tasks_per_node);
@@ -159,9 +103,10 @@ static int bind_gpu(spank_t sp, const struct phx_step *step, unsigned slot, stru
 	if (set_env(sp, "CUDA_VISIBLE_DEVICES", 1, "%s", b->visible))
 		return -1;
 	/* Slurm's physical indices, for the topology (PCI bus order). */
-	if (spank_getenv(sp, "SLURM_STEP_GPUS", gpus, sizeof(gpus)) == ESPANK_SUCCESS ||
-	    spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof(gpus)) == ESPANK_SUCCESS)
-		b->gpu = phx_list_number(gpus, strchr(gpus, ',') ? slot : 0);
+	if ((spank_getenv(sp, "SLURM_STEP_GPUS", gpus, sizeof(gpus)) == ESPANK_SUCCESS ||
+	     spank_getenv(sp, "SLURM_JOB_GPUS", gpus, sizeof(gpus)) == ESPANK_SUCCESS) &&
+	    phx_gpus_parse(gpus, &ids, NULL, 0) == 0 && ids.n)
+		b->gpu = ids.id[ids.n == 1 ? 0 : slot < ids.n ? slot : 0];
 	if (step->topo && b->gpu >= 0 && (size_t)b->gpu < step->topo->ngpus) {
 		b->tgpu = &step->topo->gpus[b->gpu];
 		if (b->tgpu->nic >= 0)

@@ -16,22 +16,18 @@
 #include <cmocka.h>
 
 #include "common/file.h"
+#include "tests/unit/scratch.h"
 
 static char dir[256];
 
 static int setup(void **state)
 {
-	snprintf(dir, sizeof(dir), "%s/phx-test-file.XXXXXX",
-		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	return mkdtemp(dir) ? 0 : -1;
+	return phx_scratch_make(dir, sizeof(dir), "test-file");
 }
 
 static int teardown(void **state)
 {
-	char cmd[512];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return phx_scratch_remove(dir);
 }
 
 static int count_entries(void)

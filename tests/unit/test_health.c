@@ -26,6 +26,7 @@
 
 #include "common/conf.h"
 #include "common/health.h"
+#include "tests/unit/scratch.h"
 
 static char tmp[256];
 
@@ -136,49 +137,15 @@ static void expect(const struct phx_health_result *r, enum phx_health_status sta
 
 static int setup(void **state)
 {
-	char cmd[PATH_MAX + 16];
-
-	snprintf(tmp, sizeof(tmp), "%s/phx-health.XXXXXX", getenv("TMPDIR") ?: "/tmp");
-	if (!mkdtemp(tmp))
-		return -1;
-	snprintf(cmd, sizeof(cmd), "chmod 0755 '%s'", tmp);
-	return system(cmd) ? -1 : 0;
+	return phx_scratch_make(tmp, sizeof(tmp), "health");
 }
 
 static int teardown(void **state)
 {
-	char cmd[PATH_MAX + 16];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-	return system(cmd) ? -1 : 0;
+	return phx_scratch_remove(tmp);
 }
 
 /* ------------------------------------------------------------ parsing */
-
-static void test_parse_gpus(void **state)
-{
-	static const char *const bad[] = {
-		"a", "1,", ",1", "3-1", "1-", "-1", " 1", "1 ", "1;2", "1024", "0-1024", "1,,2",
-		"99999999999999999999",
-	};
-	unsigned idx[8];
-
-	assert_int_equal(phx_health_parse_gpus(NULL, idx, 8), 0);
-	assert_int_equal(phx_health_parse_gpus("", idx, 8), 0);
-	assert_int_equal(phx_health_parse_gpus("5", idx, 8), 1);
-	assert_int_equal(idx[0], 5);
-	assert_int_equal(phx_health_parse_gpus("0,2-4,7", idx, 8), 5);
-	assert_int_equal(idx[0], 0);
-	assert_int_equal(idx[1], 2);
-	assert_int_equal(idx[3], 4);
-	assert_int_equal(idx[4], 7);
-	assert_int_equal(phx_health_parse_gpus("1023", idx, 8), 1);
-	assert_int_equal(phx_health_parse_gpus("0-8", idx, 8), -1); /* does not fit */
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		if (phx_health_parse_gpus(bad[i], idx, 8) != -1)
-			fail_msg("'%s' accepted", bad[i]);
-	}
-}
 
 static void test_expand(void **state)
 {
@@ -775,7 +742,6 @@ static void test_report(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_gpus),
 		cmocka_unit_test(test_expand),
 		cmocka_unit_test_setup_teardown(test_gpu_devices, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ib, setup, teardown),

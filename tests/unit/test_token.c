@@ -15,22 +15,18 @@
 
 #include "common/file.h"
 #include "common/token.h"
+#include "tests/unit/scratch.h"
 
 static char dir[256];
 
 static int setup(void **state)
 {
-	snprintf(dir, sizeof(dir), "%s/phx-test-token.XXXXXX",
-		 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	return mkdtemp(dir) ? 0 : -1;
+	return phx_scratch_make(dir, sizeof(dir), "test-token");
 }
 
 static int teardown(void **state)
 {
-	char cmd[512];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return phx_scratch_remove(dir);
 }
 
 static void fixed_key(struct phx_key *key)
