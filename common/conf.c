@@ -21,27 +21,27 @@ enum key_type {
 	K_ENUM,
 	K_BOOL,
 	K_INT,
-	K_PATH,     /* absolute path */
+	K_PATH, /* absolute path */
 	K_HOSTPORT, /* HOST:PORT */
 	K_TRISTATE, /* a boolean or "auto" */
 	K_PATHLIST, /* a list of absolute paths */
-	K_SKIP,     /* accepted, read by another module */
+	K_SKIP, /* accepted, read by another module */
 };
 
 #define K_EMPTY_OK 0x1 /* "" is allowed and means "not set" */
 /* Path patterns: the % escapes allowed in the value ("%%" always is). */
-#define K_FMT_U 0x2  /* %u: a number (uid, GPU index) */
-#define K_FMT_J 0x4  /* %j: the job id */
-#define K_FMT_N 0x8  /* %n: the node name */
+#define K_FMT_U 0x2 /* %u: a number (uid, GPU index) */
+#define K_FMT_J 0x4 /* %j: the job id */
+#define K_FMT_N 0x8 /* %n: the node name */
 #define K_ONE_U 0x10 /* exactly one %u */
 
 struct conf_key {
 	const char *name;
 	enum key_type type;
 	size_t offset;
-	long long min, max;         /* K_INT: range; strings: max length */
+	long long min, max; /* K_INT: range; strings: max length */
 	const char *const *choices; /* K_ENUM, NULL-terminated */
-	const char *def;            /* default, as written in YAML */
+	const char *def; /* default, as written in YAML */
 	unsigned flags;
 	const char *doc;
 };
@@ -73,8 +73,8 @@ static const struct conf_key keys[] = {
 	  "where phalanx-ckptd keeps its state" },
 	{ "placement.mode", K_ENUM, OFF(placement.mode), 0, 0, place_names, "topo", 0,
 	  "rank placement: topo, block or off" },
-	{ "placement.topology_conf", K_PATH, OFF(placement.topology_conf), 0, PATH_LEN, NULL,
-	  "", K_EMPTY_OK, "Slurm topology.conf to read; \"\" = the one next to slurm.conf" },
+	{ "placement.topology_conf", K_PATH, OFF(placement.topology_conf), 0, PATH_LEN, NULL, "",
+	  K_EMPTY_OK, "Slurm topology.conf to read; \"\" = the one next to slurm.conf" },
 	{ "placement.hwloc_xml", K_PATH, OFF(placement.hwloc_xml), 0, PATH_LEN, NULL, "",
 	  K_EMPTY_OK | K_FMT_N,
 	  "node topology from this hwloc XML instead of the hardware; %n = node name" },
@@ -126,7 +126,6 @@ static const struct conf_key keys[] = {
 };
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
-
 
 static int name_index(const char *const *names, const char *s)
 {
@@ -265,12 +264,13 @@ static const char *hostport_problem(const char *s)
 	} else {
 		if (memchr(s, ':', hlen))
 			return "an IPv6 address must be in brackets, like [::1]:7720";
-		if (strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
-		    != hlen)
+		if (strspn(s,
+			   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
+		    hlen)
 			return "bad character in the host name";
 	}
-	if (!colon[1] || strlen(colon + 1) > 5 || strspn(colon + 1, "0123456789") !=
-	    strlen(colon + 1))
+	if (!colon[1] || strlen(colon + 1) > 5 ||
+	    strspn(colon + 1, "0123456789") != strlen(colon + 1))
 		return "the port must be a number from 1 to 65535";
 	port = strtol(colon + 1, NULL, 10);
 	if (port < 1 || port > 65535)
@@ -300,8 +300,7 @@ static const struct {
 };
 
 /* NULL if every % in s is an escape the row allows, else what is wrong. */
-static const char *pattern_problem(const struct conf_key *k, const char *s, char *buf,
-				   size_t len)
+static const char *pattern_problem(const struct conf_key *k, const char *s, char *buf, size_t len)
 {
 	unsigned n_u = 0;
 	size_t used = 0;
@@ -347,19 +346,19 @@ static int check_string(const struct loader *l, const struct conf_key *k,
 	if (!len && (k->flags & K_EMPTY_OK))
 		return 0;
 	if ((long long)len > k->max)
-		return phx_ynode_error(l->doc, node, l->err, l->errlen,
-				       "value is %zu bytes long, at most %lld allowed%s", len,
-				       k->max, k->max == SOCKET_PATH_LEN ?
-				       " (a socket path must fit sockaddr_un)" : "");
+		return phx_ynode_error(
+			l->doc, node, l->err, l->errlen,
+			"value is %zu bytes long, at most %lld allowed%s", len, k->max,
+			k->max == SOCKET_PATH_LEN ? " (a socket path must fit sockaddr_un)" : "");
 	if ((k->type == K_PATH || k->type == K_PATHLIST) && s[0] != '/')
 		return phx_ynode_error(l->doc, node, l->err, l->errlen,
 				       "expected an absolute path (starting with '/'), "
-				       "got '%.48s'%s", s,
-				       k->flags & K_EMPTY_OK ? "; \"\" for the default" : "");
+				       "got '%.48s'%s",
+				       s, k->flags & K_EMPTY_OK ? "; \"\" for the default" : "");
 	if (k->type == K_HOSTPORT && (problem = hostport_problem(s)))
 		return phx_ynode_error(l->doc, node, l->err, l->errlen,
-				       "expected HOST:PORT like 0.0.0.0:7720, got '%.48s': %s",
-				       s, problem);
+				       "expected HOST:PORT like 0.0.0.0:7720, got '%.48s': %s", s,
+				       problem);
 	if ((k->flags & (K_FMT_U | K_FMT_J | K_FMT_N)) &&
 	    (problem = pattern_problem(k, s, buf, sizeof(buf))))
 		return phx_ynode_error(l->doc, node, l->err, l->errlen, "in '%.48s': %s", s,
@@ -510,8 +509,8 @@ static size_t section_children(const char *section, const char **out, char names
 		size_t len;
 		bool seen = false;
 
-		if (section && (strncmp(keys[i].name, section, plen - 1) ||
-				keys[i].name[plen - 1] != '.'))
+		if (section &&
+		    (strncmp(keys[i].name, section, plen - 1) || keys[i].name[plen - 1] != '.'))
 			continue;
 		len = strcspn(rest, ".");
 		for (size_t j = 0; j < n; j++)
@@ -577,7 +576,8 @@ static int load_section(const struct loader *l, const struct phx_ynode *node, co
 		snprintf(got, sizeof(got), "'%.40s'", node->value);
 	return phx_ynode_error(l->doc, node, l->err, l->errlen,
 			       "expected the '%s' section (a mapping of settings, one "
-			       "'name: value' per line below it), got %s", full, got);
+			       "'name: value' per line below it), got %s",
+			       full, got);
 }
 
 static int load_map(const struct loader *l, const struct phx_ynode *map, const char *section)
@@ -619,7 +619,8 @@ static int from_doc(const struct phx_ydoc *doc, struct phx_conf *conf, char *err
 		goto fail;
 	}
 	if (root && root->type != PHX_YMAP) {
-		phx_ynode_error(doc, root, err, errlen, "expected settings ('name: value' lines) "
+		phx_ynode_error(doc, root, err, errlen,
+				"expected settings ('name: value' lines) "
 				"at the top level, got a %s; see phalanx.yaml(5)",
 				root->type == PHX_YSEQ ? "list" : "single value");
 		goto fail;
@@ -658,8 +659,8 @@ int phx_conf_load_file(const char *path, struct phx_conf *conf, char *err, size_
 	return finish(doc, rc, conf, err, errlen);
 }
 
-int phx_conf_load_buffer(const char *name, const char *buf, size_t len,
-			 struct phx_conf *conf, char *err, size_t errlen)
+int phx_conf_load_buffer(const char *name, const char *buf, size_t len, struct phx_conf *conf,
+			 char *err, size_t errlen)
 {
 	struct phx_ydoc *doc;
 	int rc;

@@ -39,22 +39,22 @@ struct phx_conf {
 	} placement;
 	struct {
 		enum phx_isolate_mode mode;
-		bool allow_off;         /* users may pick --phx-isolate=off */
-		char *proc_root;        /* driver/nvidia/gpus is read below it */
+		bool allow_off; /* users may pick --phx-isolate=off */
+		char *proc_root; /* driver/nvidia/gpus is read below it */
 	} isolation;
 	struct {
 		bool enabled;
 		bool drain_on_failure;
 		int timeout_s;
-		char *gpu_device;       /* pattern with one %u; "" = not checked */
-		int gpu_count;          /* GPUs every node must have; 0 = not checked */
+		char *gpu_device; /* pattern with one %u; "" = not checked */
+		int gpu_count; /* GPUs every node must have; 0 = not checked */
 		enum phx_tristate ib;
-		int ib_min_rate_gbps;   /* 0 = rate not checked */
-		int min_free_gb;        /* GiB free on each of paths; 0 = not checked */
+		int ib_min_rate_gbps; /* 0 = rate not checked */
+		int min_free_gb; /* GiB free on each of paths; 0 = not checked */
 		struct phx_strlist paths; /* may hold %u (uid) and %j (job id) */
-		char *command;          /* site program and arguments; "" = none */
-		char *sysfs_root;       /* may hold %n (node name) */
-		char *dev_root;         /* may hold %n */
+		char *command; /* site program and arguments; "" = none */
+		char *sysfs_root; /* may hold %n (node name) */
+		char *dev_root; /* may hold %n */
 	} health;
 	struct {
 		char *listen;
@@ -81,8 +81,8 @@ int phx_isolate_mode_parse(const char *s, enum phx_isolate_mode *mode);
 int phx_conf_defaults(struct phx_conf *conf);
 /* Defaults, then the file. On error conf holds defaults only and err says why. */
 int phx_conf_load_file(const char *path, struct phx_conf *conf, char *err, size_t errlen);
-int phx_conf_load_buffer(const char *name, const char *buf, size_t len,
-			 struct phx_conf *conf, char *err, size_t errlen);
+int phx_conf_load_buffer(const char *name, const char *buf, size_t len, struct phx_conf *conf,
+			 char *err, size_t errlen);
 /* Prints the effective configuration as valid phalanx.yaml. */
 void phx_conf_dump(const struct phx_conf *conf, FILE *out);
 void phx_conf_free(struct phx_conf *conf);

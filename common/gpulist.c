@@ -8,7 +8,6 @@
 #include "common/log.h"
 #include "common/gpulist.h"
 
-
 /* Decimal digits at p; saturates instead of wrapping so "99999999999" is out of range. */
 static const char *parse_num(const char *p, unsigned long *v)
 {
@@ -27,7 +26,7 @@ static int add(struct phx_gpus *out, bool *seen, unsigned long id, const char *s
 {
 	if (id >= PHX_GPU_MAX)
 		return phx_errf(err, errlen, "GPU %lu in '%.64s' is out of range (0 to %d)", id, s,
-			    PHX_GPU_MAX - 1);
+				PHX_GPU_MAX - 1);
 	if (seen[id])
 		return phx_errf(err, errlen, "GPU %lu is listed twice in '%.64s'", id, s);
 	seen[id] = true;
@@ -50,8 +49,8 @@ static int parse_items(const char *s, struct phx_gpus *out, char *err, size_t er
 		if (*p == '-' && !(p = parse_num(p + 1, &hi)))
 			goto syntax;
 		if (hi < lo)
-			return phx_errf(err, errlen, "range %lu-%lu in '%.64s' runs backwards", lo, hi,
-				    s);
+			return phx_errf(err, errlen, "range %lu-%lu in '%.64s' runs backwards", lo,
+					hi, s);
 		for (unsigned long id = lo; id <= hi; id++) {
 			if (add(out, seen, id, s, err, errlen) < 0)
 				return -1;
@@ -229,8 +228,8 @@ static int expand(const char *tmpl, char letter, const char *value, char *buf, s
 	return 0;
 }
 
-int phx_gpu_path(const char *root, const char *pattern, const char *node, unsigned index,
-		 char *buf, size_t len)
+int phx_gpu_path(const char *root, const char *pattern, const char *node, unsigned index, char *buf,
+		 size_t len)
 {
 	char num[16];
 	size_t used = 0;

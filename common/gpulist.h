@@ -71,8 +71,8 @@ int phx_gpu_info_minor(const char *text, unsigned *minor);
  * pattern (its %u = index, %% = %); root "/" adds nothing. -1 when an
  * escape is not one of those, a %n has no node, or it does not fit.
  */
-int phx_gpu_path(const char *root, const char *pattern, const char *node, unsigned index,
-		 char *buf, size_t len);
+int phx_gpu_path(const char *root, const char *pattern, const char *node, unsigned index, char *buf,
+		 size_t len);
 
 /*
  * CUDA_VISIBLE_DEVICES with entry `own` moved to the front and the others

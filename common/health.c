@@ -47,12 +47,11 @@ struct problems {
 	unsigned n;
 };
 
-static void set_result(struct phx_health_result *r, enum phx_health_status status,
-		       const char *hint, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+static void set_result(struct phx_health_result *r, enum phx_health_status status, const char *hint,
+		       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-static void set_result(struct phx_health_result *r, enum phx_health_status status,
-		       const char *hint, const char *fmt, ...)
+static void set_result(struct phx_health_result *r, enum phx_health_status status, const char *hint,
+		       const char *fmt, ...)
 {
 	va_list ap;
 
@@ -143,7 +142,7 @@ static bool node_name_ok(const char *s)
 	if (!len || len > NODE_NAME_MAX || !strcmp(s, ".") || !strcmp(s, ".."))
 		return false;
 	return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-		      "0123456789.-_") == len;
+			 "0123456789.-_") == len;
 }
 
 /* %u, %j and %n from the values given; NULL means "not known here". */
@@ -193,20 +192,18 @@ static int expand(const char *pattern, const char *u, const char *j, const char 
 	return 0;
 }
 
-int phx_health_expand(const char *pattern, const struct phx_health_ctx *ctx, char *out,
-		      size_t len)
+int phx_health_expand(const char *pattern, const struct phx_health_ctx *ctx, char *out, size_t len)
 {
 	char uid[16], job[16];
 
 	snprintf(uid, sizeof(uid), "%u", (unsigned)ctx->uid);
 	snprintf(job, sizeof(job), "%u", (unsigned)ctx->job_id);
-	return expand(pattern, ctx->have_uid ? uid : NULL, ctx->job_id ? job : NULL, ctx->node,
-		      out, len);
+	return expand(pattern, ctx->have_uid ? uid : NULL, ctx->job_id ? job : NULL, ctx->node, out,
+		      len);
 }
 
 /* root (which may hold %n) + path; a root of "/" leaves path as it is. */
-static int rooted(const struct run *run, const char *root, const char *path, char *out,
-		  size_t len)
+static int rooted(const struct run *run, const char *root, const char *path, char *out, size_t len)
 {
 	char r[PATH_MAX];
 	size_t rlen;
@@ -224,8 +221,9 @@ static int rooted(const struct run *run, const char *root, const char *path, cha
 
 static const char *root_problem(int rc)
 {
-	return rc == -ENOENT ? "it uses %n but the node name is not known (pass --node)" :
-	       rc == -EINVAL ? "the node name is not a plain host name" : "the path is too long";
+	return rc == -ENOENT   ? "it uses %n but the node name is not known (pass --node)"
+	       : rc == -EINVAL ? "the node name is not a plain host name"
+			       : "the path is too long";
 }
 
 /*
@@ -261,9 +259,12 @@ static void skip_bad_gpus(const struct run *run, struct phx_health_result *r)
 
 static const char *file_kind(mode_t mode)
 {
-	return S_ISREG(mode) ? "a regular file" : S_ISDIR(mode) ? "a directory" :
-	       S_ISBLK(mode) ? "a block device" : S_ISFIFO(mode) ? "a FIFO" :
-	       S_ISSOCK(mode) ? "a socket" : "not a device";
+	return S_ISREG(mode)	? "a regular file"
+	       : S_ISDIR(mode)	? "a directory"
+	       : S_ISBLK(mode)	? "a block device"
+	       : S_ISFIFO(mode) ? "a FIFO"
+	       : S_ISSOCK(mode) ? "a socket"
+				: "not a device";
 }
 
 static void gpu_file(const struct run *run, unsigned i, struct problems *p, const char *hint)
@@ -308,7 +309,8 @@ static void check_gpu(const struct run *run, struct phx_health_result *r)
 		return;
 	}
 	if (n == 0) {
-		set_result(r, PHX_HEALTH_SKIP, NULL, "no GPUs to check (the job has none and "
+		set_result(r, PHX_HEALTH_SKIP, NULL,
+			   "no GPUs to check (the job has none and "
 			   "health.gpu_count is 0)");
 		return;
 	}
@@ -454,7 +456,8 @@ static void run_in_child(const struct run *run, struct phx_health_result *r, che
 		memcpy(r->reason, got.reason, sizeof(r->reason));
 		memcpy(r->hint, got.hint, sizeof(r->hint));
 	} else if (late) {
-		set_result(r, PHX_HEALTH_FAIL, "something on the node hangs (a file system, the "
+		set_result(r, PHX_HEALTH_FAIL,
+			   "something on the node hangs (a file system, the "
 			   "GPU driver); raise health.timeout if it is only slow",
 			   "did not finish within health.timeout (%d s); killed",
 			   run->conf->health.timeout_s);
@@ -462,8 +465,10 @@ static void run_in_child(const struct run *run, struct phx_health_result *r, che
 		char how[96];
 
 		describe_status(status, how, sizeof(how));
-		set_result(r, PHX_HEALTH_FAIL, "the driver library or the kernel is in trouble; "
-			   "look at dmesg", "the check process ended without a result (%s)", how);
+		set_result(r, PHX_HEALTH_FAIL,
+			   "the driver library or the kernel is in trouble; "
+			   "look at dmesg",
+			   "the check process ended without a result (%s)", how);
 	}
 	return;
 no_child:
@@ -524,16 +529,17 @@ static int nvml_open(const char *path, struct nvml *nv, char *why, size_t whylen
 	*(void **)&nv->remapped = dlsym(nv->lib, "nvmlDeviceGetRemappedRows");
 	*(void **)&nv->nvlink = dlsym(nv->lib, "nvmlDeviceGetNvLinkState");
 	if (!nv->init || !nv->shutdown || !nv->count || !nv->handle) {
-		snprintf(why, whylen, "%s lacks nvmlInit_v2 or nvmlDeviceGetCount_v2 (driver "
-			 "too old)", path);
+		snprintf(why, whylen,
+			 "%s lacks nvmlInit_v2 or nvmlDeviceGetCount_v2 (driver "
+			 "too old)",
+			 path);
 		return -1;
 	}
 	return 0;
 }
 
 /* Counts a GPU's NVLinks: *up active, *down present but inactive. */
-static void nvlink_count(const struct nvml *nv, nvml_device_t dev, unsigned *up,
-			 unsigned *down)
+static void nvlink_count(const struct nvml *nv, nvml_device_t dev, unsigned *up, unsigned *down)
 {
 	*up = *down = 0;
 	for (unsigned l = 0; nv->nvlink && l < NVML_NVLINK_MAX_LINKS; l++) {
@@ -554,18 +560,21 @@ static const char nvml_hint[] = "see nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_RE
 				"Xid errors are in dmesg";
 
 /* ECC, retired pages and row remapping of one GPU. */
-static void nvml_memory(const struct nvml *nv, nvml_device_t dev, unsigned id,
-			struct problems *p)
+static void nvml_memory(const struct nvml *nv, nvml_device_t dev, unsigned id, struct problems *p)
 {
 	unsigned long long ecc = 0;
 	unsigned corr = 0, unc = 0, pending = 0, failed = 0;
 	int pages = 0;
 
 	/* NOT_SUPPORTED (no ECC, older GPUs) is fine: only SUCCESS counts. */
-	if (nv->ecc && nv->ecc(dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC,
-			       &ecc) == NVML_SUCCESS && ecc)
-		add_problem(p, nvml_hint, "GPU %u: %llu uncorrectable ECC error%s since the "
-			    "driver loaded", id, ecc, ecc == 1 ? "" : "s");
+	if (nv->ecc &&
+	    nv->ecc(dev, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc) ==
+		    NVML_SUCCESS &&
+	    ecc)
+		add_problem(p, nvml_hint,
+			    "GPU %u: %llu uncorrectable ECC error%s since the "
+			    "driver loaded",
+			    id, ecc, ecc == 1 ? "" : "s");
 	if (nv->pages_pending && nv->pages_pending(dev, &pages) == NVML_SUCCESS &&
 	    pages == NVML_FEATURE_ENABLED)
 		add_problem(p, nvml_hint, "GPU %u: retired memory pages are pending", id);
@@ -595,8 +604,10 @@ static void nvml_links(const struct nvml_gpu *g, size_t n, struct problems *p)
 		most = g[i].up > most ? g[i].up : most;
 	for (size_t i = 0; i < n; i++) {
 		if ((g[i].down && g[i].up) || g[i].up < most)
-			add_problem(p, nvml_hint, "GPU %u: %u NVLinks up and %u down, its peers "
-				    "have %u up", g[i].id, g[i].up, g[i].down, most);
+			add_problem(p, nvml_hint,
+				    "GPU %u: %u NVLinks up and %u down, its peers "
+				    "have %u up",
+				    g[i].id, g[i].up, g[i].down, most);
 	}
 }
 
@@ -634,9 +645,12 @@ static size_t nvml_gpus(const struct run *run, const struct nvml *nv, unsigned c
 	}
 	for (unsigned i = 0; i < PHX_HEALTH_MAX_GPUS; i++) {
 		if (want[i] && !seen[i])
-			add_problem(p, "the GPU fell off the bus or the driver lost it: see "
-				    "nvidia-smi and dmesg", "GPU %u is not among the %u GPUs NVML "
-				    "sees", i, count);
+			add_problem(p,
+				    "the GPU fell off the bus or the driver lost it: see "
+				    "nvidia-smi and dmesg",
+				    "GPU %u is not among the %u GPUs NVML "
+				    "sees",
+				    i, count);
 	}
 	return n;
 }
@@ -652,9 +666,10 @@ static void nvml_devices(const struct run *run, const struct nvml *nv, unsigned 
 
 	wanted_gpus(run, want);
 	if (gpu_count && count != (unsigned)gpu_count)
-		add_problem(&p, "a GPU fell off the bus or the driver lost it: see nvidia-smi "
-			    "and dmesg", "NVML sees %u GPUs, health.gpu_count is %d", count,
-			    gpu_count);
+		add_problem(&p,
+			    "a GPU fell off the bus or the driver lost it: see nvidia-smi "
+			    "and dmesg",
+			    "NVML sees %u GPUs, health.gpu_count is %d", count, gpu_count);
 	n = nvml_gpus(run, nv, count, want, g, &p);
 	for (size_t i = 0; i < n; i++)
 		nvml_memory(nv, g[i].dev, g[i].id, &p);
@@ -662,8 +677,10 @@ static void nvml_devices(const struct run *run, const struct nvml *nv, unsigned 
 	if (p.n)
 		fail_with(r, &p);
 	else
-		set_result(r, PHX_HEALTH_PASS, NULL, "%zu GPU%s healthy (ECC, retired pages, "
-			   "row remapping, NVLink)", n, n == 1 ? "" : "s");
+		set_result(r, PHX_HEALTH_PASS, NULL,
+			   "%zu GPU%s healthy (ECC, retired pages, "
+			   "row remapping, NVLink)",
+			   n, n == 1 ? "" : "s");
 }
 
 /* In the child: a crash or a hang in the driver library stays here. */
@@ -684,7 +701,8 @@ static void nvml_child(const struct run *run, struct phx_health_result *r)
 	}
 	rc = nv.init();
 	if (rc != NVML_SUCCESS) {
-		set_result(r, PHX_HEALTH_FAIL, "the library is there but the driver does not "
+		set_result(r, PHX_HEALTH_FAIL,
+			   "the library is there but the driver does not "
 			   "answer: check nvidia-smi, the kernel module and dmesg",
 			   "nvmlInit: %s", nvml_err(&nv, rc));
 		return;
@@ -704,7 +722,8 @@ static void check_nvml(const struct run *run, struct phx_health_result *r)
 	int n = wanted_gpus(run, want);
 
 	if (n == 0 && !run->ctx->all_gpus) {
-		set_result(r, PHX_HEALTH_SKIP, NULL, "no GPUs to check (the job has none and "
+		set_result(r, PHX_HEALTH_SKIP, NULL,
+			   "no GPUs to check (the job has none and "
 			   "health.gpu_count is 0)");
 		return;
 	}
@@ -767,8 +786,9 @@ static void ib_port(struct ib_scan *s, const char *dir, const char *dev, const c
 	int rc;
 
 	s->ports++;
-	rc = pathf(path, sizeof(path), "%s/%s/ports/%s/state", dir, dev, port) ? -ENAMETOOLONG :
-	     read_attr(path, state, sizeof(state));
+	rc = pathf(path, sizeof(path), "%s/%s/ports/%s/state", dir, dev, port)
+		     ? -ENAMETOOLONG
+		     : read_attr(path, state, sizeof(state));
 	if (rc < 0) {
 		add_problem(&s->p, cable, "%s port %s: cannot read its state: %s", dev, port,
 			    strerror(-rc));
@@ -787,9 +807,12 @@ static void ib_port(struct ib_scan *s, const char *dir, const char *dev, const c
 	if (s->lowest < 0 || gbps < s->lowest)
 		s->lowest = gbps;
 	if (min && !(gbps >= min)) /* a NaN is no rate either */
-		add_problem(&s->p, "the link trained below its speed: reseat or replace the cable "
-			    "(ibstat shows the rate)", "%s port %s runs at %g Gb/s, below "
-			    "health.ib_min_rate_gbps %d", dev, port, gbps, min);
+		add_problem(&s->p,
+			    "the link trained below its speed: reseat or replace the cable "
+			    "(ibstat shows the rate)",
+			    "%s port %s runs at %g Gb/s, below "
+			    "health.ib_min_rate_gbps %d",
+			    dev, port, gbps, min);
 }
 
 static void ib_device(struct ib_scan *s, const char *dir, const char *dev)
@@ -798,8 +821,9 @@ static void ib_device(struct ib_scan *s, const char *dir, const char *dev)
 	char path[PATH_MAX];
 	int n;
 
-	n = pathf(path, sizeof(path), "%s/%s/ports", dir, dev) ? -1 :
-	    scandir(path, &ports, no_dots, alphasort);
+	n = pathf(path, sizeof(path), "%s/%s/ports", dir, dev)
+		    ? -1
+		    : scandir(path, &ports, no_dots, alphasort);
 	if (n <= 0) {
 		add_problem(&s->p, "the HCA driver is in trouble: look at dmesg",
 			    "%s has no ports under %s", dev, path);
@@ -839,7 +863,8 @@ static void check_ib(const struct run *run, struct phx_health_result *r)
 		if (mode == PHX_TRI_AUTO)
 			set_result(r, PHX_HEALTH_SKIP, NULL, "no InfiniBand devices under %s", dir);
 		else
-			set_result(r, PHX_HEALTH_FAIL, "load the HCA driver (modprobe mlx5_ib), or "
+			set_result(r, PHX_HEALTH_FAIL,
+				   "load the HCA driver (modprobe mlx5_ib), or "
 				   "set health.ib: auto for nodes without InfiniBand",
 				   "no InfiniBand device under %s (health.ib is true)", dir);
 		return;
@@ -1020,8 +1045,8 @@ static void disk_path(const struct run *run, struct disk_scan *s, const char *pa
 	if (fixed[0]) {
 		fd = open_dir_nofollow(fixed, false, &partial, why, sizeof(why));
 		if (fd == -ENOENT || fs_broken(fd)) {
-			add_problem(&s->p, gone, "%s: %s", fixed, fd == -ENOENT ?
-				    "does not exist" : strerror(-fd));
+			add_problem(&s->p, gone, "%s: %s", fixed,
+				    fd == -ENOENT ? "does not exist" : strerror(-fd));
 			return;
 		}
 		if (fd >= 0)
@@ -1029,8 +1054,9 @@ static void disk_path(const struct run *run, struct disk_scan *s, const char *pa
 	}
 	rc = phx_health_expand(pattern, run->ctx, path, sizeof(path));
 	if (rc < 0) {
-		disk_skip(s, pattern, "%s", rc == -ENOENT ? "not checked without a job" :
-			  "cannot expand the pattern");
+		disk_skip(s, pattern, "%s",
+			  rc == -ENOENT ? "not checked without a job"
+					: "cannot expand the pattern");
 		return;
 	}
 	fd = open_dir_nofollow(path, true, &partial, why, sizeof(why));
@@ -1074,8 +1100,10 @@ static void disk_child(const struct run *run, struct phx_health_result *r)
 	else if (!s.checked)
 		set_result(r, PHX_HEALTH_SKIP, NULL, "%s", s.skipped);
 	else if (s.n_skipped)
-		set_result(r, PHX_HEALTH_PASS, NULL, "%.1f GiB free on %.80s%s; %u not checked: "
-			   "%.100s", s.lowest, s.lowest_path, s.checked > 1 ? ", the fullest" : "",
+		set_result(r, PHX_HEALTH_PASS, NULL,
+			   "%.1f GiB free on %.80s%s; %u not checked: "
+			   "%.100s",
+			   s.lowest, s.lowest_path, s.checked > 1 ? ", the fullest" : "",
 			   s.n_skipped, s.skipped);
 	else
 		set_result(r, PHX_HEALTH_PASS, NULL, "%.1f GiB free on %.100s%s", s.lowest,
@@ -1118,9 +1146,10 @@ static int trusted_program(const char *path, char *why, size_t whylen)
 		return -1;
 	}
 	if ((st.st_uid != 0 && st.st_uid != me) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
-		snprintf(why, whylen, "owned by uid %u with mode %04o; it must belong to root "
-			 "and be writable only by root", (unsigned)st.st_uid,
-			 (unsigned)(st.st_mode & 07777));
+		snprintf(why, whylen,
+			 "owned by uid %u with mode %04o; it must belong to root "
+			 "and be writable only by root",
+			 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
 		return -1;
 	}
 	snprintf(dir, sizeof(dir), "%s", path);
@@ -1245,8 +1274,7 @@ static void watch_command(const struct run *run, pid_t pid, int fd, struct cmd_o
 
 		if (n <= 0)
 			break;
-		keep_first_line(o->line, sizeof(o->line), &o->used, buf, (size_t)n,
-				&o->line_done);
+		keep_first_line(o->line, sizeof(o->line), &o->used, buf, (size_t)n, &o->line_done);
 	}
 }
 
@@ -1309,8 +1337,10 @@ static void check_command(const struct run *run, struct phx_health_result *r)
 		return;
 	}
 	if (trusted_program(argv[0], why, sizeof(why)) < 0) {
-		set_result(r, PHX_HEALTH_FAIL, "install it as root, mode 0755, in a directory only "
-			   "root can write", "refusing to run %s as root: %s", argv[0], why);
+		set_result(r, PHX_HEALTH_FAIL,
+			   "install it as root, mode 0755, in a directory only "
+			   "root can write",
+			   "refusing to run %s as root: %s", argv[0], why);
 		return;
 	}
 	command_env(run, envp, envbuf);
@@ -1334,11 +1364,8 @@ static const struct {
 	const char *name;
 	check_fn fn;
 } checks[] = {
-	{ "gpu", check_gpu },
-	{ "nvml", check_nvml },
-	{ "ib", check_ib },
-	{ "disk", check_disk },
-	{ "command", check_command },
+	{ "gpu", check_gpu },	{ "nvml", check_nvml },	      { "ib", check_ib },
+	{ "disk", check_disk }, { "command", check_command },
 };
 
 _Static_assert(sizeof(checks) / sizeof(checks[0]) <= PHX_HEALTH_MAX_CHECKS, "report too small");

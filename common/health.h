@@ -33,10 +33,10 @@
 enum phx_health_status { PHX_HEALTH_PASS, PHX_HEALTH_FAIL, PHX_HEALTH_SKIP };
 
 struct phx_health_result {
-	char name[16];                /* "gpu", "nvml", "ib", "disk", "command" */
+	char name[16]; /* "gpu", "nvml", "ib", "disk", "command" */
 	enum phx_health_status status;
 	char reason[PHX_HEALTH_TEXT]; /* what was found, also when it passed */
-	char hint[PHX_HEALTH_TEXT];   /* what to do about it; "" unless failed */
+	char hint[PHX_HEALTH_TEXT]; /* what to do about it; "" unless failed */
 };
 
 struct phx_health_report {
@@ -46,12 +46,12 @@ struct phx_health_report {
 };
 
 struct phx_health_ctx {
-	const char *node;     /* %n in the roots, SLURMD_NODENAME of the command */
+	const char *node; /* %n in the roots, SLURMD_NODENAME of the command */
 	const char *job_gpus; /* SLURM_JOB_GPUS, e.g. "0,1,3"; NULL or "" = none */
-	bool all_gpus;        /* no job: NVML checks every GPU it sees */
-	uint32_t job_id;      /* 0 = no job: paths with %j are not checked */
-	uid_t uid;            /* the job's user, for %u in paths */
-	bool have_uid;        /* false: paths with %u are not checked */
+	bool all_gpus; /* no job: NVML checks every GPU it sees */
+	uint32_t job_id; /* 0 = no job: paths with %j are not checked */
+	uid_t uid; /* the job's user, for %u in paths */
+	bool have_uid; /* false: paths with %u are not checked */
 	const char *nvml_lib; /* NULL = libnvidia-ml.so.1; tests load a fake */
 };
 
@@ -69,7 +69,6 @@ const char *phx_health_status_name(enum phx_health_status status);
  * a value ctx does not have, -EINVAL for a bad escape or an unsafe node
  * name, -ENAMETOOLONG when out is too small.
  */
-int phx_health_expand(const char *pattern, const struct phx_health_ctx *ctx, char *out,
-		      size_t len);
+int phx_health_expand(const char *pattern, const struct phx_health_ctx *ctx, char *out, size_t len);
 
 #endif

@@ -34,14 +34,15 @@ int phx_hostlist_expand(const char *expr, struct phx_hostnames *out, char *err, 
 	}
 	hl = slurm_hostlist_create(expr);
 	if (!hl) {
-		snprintf(err, errlen, "bad host list '%.200s'; use Slurm syntax such as 'node[01-04,7]'",
-			 expr);
+		snprintf(err, errlen,
+			 "bad host list '%.200s'; use Slurm syntax such as 'node[01-04,7]'", expr);
 		return -1;
 	}
 	count = slurm_hostlist_count(hl);
 	if (count <= 0 || (unsigned)count > PHX_HOSTLIST_MAX_HOSTS) {
-		snprintf(err, errlen, "host list '%.200s' names %d hosts; between 1 and %u are accepted",
-			 expr, count, PHX_HOSTLIST_MAX_HOSTS);
+		snprintf(err, errlen,
+			 "host list '%.200s' names %d hosts; between 1 and %u are accepted", expr,
+			 count, PHX_HOSTLIST_MAX_HOSTS);
 		goto fail;
 	}
 	out->names = calloc((size_t)count, sizeof(*out->names));

@@ -72,8 +72,8 @@ void phx_vlog(enum phx_log_level level, const char *fmt, va_list ap)
 		return;
 	memcpy(line, prefix, off);
 	if (level == PHX_LOG_ERROR || level == PHX_LOG_WARN) {
-		n = snprintf(line + off, sizeof(line) - off, "%s: ",
-			     level == PHX_LOG_ERROR ? "error" : "warning");
+		n = snprintf(line + off, sizeof(line) - off,
+			     "%s: ", level == PHX_LOG_ERROR ? "error" : "warning");
 		off += (size_t)n;
 	}
 	n = vsnprintf(line + off, sizeof(line) - off, fmt, ap);

@@ -30,8 +30,7 @@ const char *phx_log_level_name(enum phx_log_level level);
 
 void phx_vlog(enum phx_log_level level, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
-void phx_log(enum phx_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+void phx_log(enum phx_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
  * Formats the reason for a failure into a caller's buffer (err may be

@@ -75,8 +75,8 @@ int phx_rankmap_from_plan(const struct phx_plan *plan, const char *node, struct 
 	unsigned tpn;
 
 	if (me < 0) {
-		snprintf(err, errlen, "node %s is not in the placement; is the step's node list right?",
-			 node);
+		snprintf(err, errlen,
+			 "node %s is not in the placement; is the step's node list right?", node);
 		return -1;
 	}
 	tpn = plan->nodes[me].used_gpus;

@@ -15,13 +15,13 @@
 #include "common/placement.h"
 
 struct phx_rankmap {
-	struct phx_layout layout;   /* resolved */
+	struct phx_layout layout; /* resolved */
 	unsigned long world;
-	unsigned tasks_per_node;    /* ranks on this node */
-	unsigned long *slot_rank;   /* [tasks_per_node]: local slot -> global rank */
-	unsigned group_rank;	    /* this node among the job's nodes, by lowest rank */
-	unsigned group_world;	    /* nodes that run ranks */
-	char *master;		    /* node running global rank 0 */
+	unsigned tasks_per_node; /* ranks on this node */
+	unsigned long *slot_rank; /* [tasks_per_node]: local slot -> global rank */
+	unsigned group_rank; /* this node among the job's nodes, by lowest rank */
+	unsigned group_world; /* nodes that run ranks */
+	char *master; /* node running global rank 0 */
 };
 
 /*

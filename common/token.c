@@ -63,13 +63,16 @@ static int check_key_file(int fd, const char *path, uid_t owner_uid, char *err, 
 		return -1;
 	}
 	if (st.st_uid != owner_uid) {
-		snprintf(err, errlen, "key file %s is owned by uid %u, not %u; run 'phalanx keygen' as root",
+		snprintf(err, errlen,
+			 "key file %s is owned by uid %u, not %u; run 'phalanx keygen' as root",
 			 path, (unsigned)st.st_uid, (unsigned)owner_uid);
 		return -1;
 	}
 	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		snprintf(err, errlen, "key file %s is accessible by group or others (mode %04o); "
-			 "run 'chmod 0400 %s'", path, (unsigned)(st.st_mode & 07777), path);
+		snprintf(err, errlen,
+			 "key file %s is accessible by group or others (mode %04o); "
+			 "run 'chmod 0400 %s'",
+			 path, (unsigned)(st.st_mode & 07777), path);
 		return -1;
 	}
 	return 0;
@@ -84,8 +87,9 @@ int phx_key_load(const char *path, uid_t owner_uid, struct phx_key *key, char *e
 	/* O_NOFOLLOW: a symlink planted in place of the key is refused. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
-		snprintf(err, errlen, "cannot open key file %s: %s; create it with 'phalanx keygen'",
-			 path, strerror(errno));
+		snprintf(err, errlen,
+			 "cannot open key file %s: %s; create it with 'phalanx keygen'", path,
+			 strerror(errno));
 		return -1;
 	}
 	if (check_key_file(fd, path, owner_uid, err, errlen) < 0)
@@ -94,8 +98,10 @@ int phx_key_load(const char *path, uid_t owner_uid, struct phx_key *key, char *e
 	if (n > 0 && buf[n - 1] == '\n')
 		n--;
 	if (n != 2 * PHX_KEY_BYTES) {
-		snprintf(err, errlen, "key file %s must hold %d hex characters; recreate it with "
-			 "'phalanx keygen --force'", path, 2 * PHX_KEY_BYTES);
+		snprintf(err, errlen,
+			 "key file %s must hold %d hex characters; recreate it with "
+			 "'phalanx keygen --force'",
+			 path, 2 * PHX_KEY_BYTES);
 		goto out;
 	}
 	for (int i = 0; i < PHX_KEY_BYTES; i++) {
@@ -121,8 +127,10 @@ int phx_key_save(const char *path, const struct phx_key *key, int force, char *e
 	int rc;
 
 	if (!force && access(path, F_OK) == 0) {
-		snprintf(err, errlen, "%s exists; every running job's token depends on it. "
-			 "Use --force to replace it", path);
+		snprintf(err, errlen,
+			 "%s exists; every running job's token depends on it. "
+			 "Use --force to replace it",
+			 path);
 		return -1;
 	}
 	phx_key_format(key, text);

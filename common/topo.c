@@ -47,7 +47,7 @@ struct pair {
 /* A NIC while it is built, with the hwloc object it came from. */
 struct nic_build {
 	struct phx_topo_nic nic;
-	hwloc_obj_t pci;   /* its PCI device, NULL when not on PCI */
+	hwloc_obj_t pci; /* its PCI device, NULL when not on PCI */
 	hwloc_obj_t osdev; /* the verbs or netdev OS device */
 };
 
@@ -55,8 +55,8 @@ struct build {
 	hwloc_topology_t topo;
 	struct hwloc_distances_s *dist; /* NUMA latency matrix, or NULL */
 	struct phx_node_topo *t;
-	hwloc_obj_t *gpu_obj;		/* PCI device of t->gpus[i] */
-	struct nic_build *nics;		/* sorted into t->nics at the end */
+	hwloc_obj_t *gpu_obj; /* PCI device of t->gpus[i] */
+	struct nic_build *nics; /* sorted into t->nics at the end */
 	size_t nnics, nic_cap;
 	char *err;
 	size_t errlen;
@@ -392,8 +392,9 @@ static void port_info(struct phx_topo_nic *nic, const char *name, const char *va
 	if (errno || end == value)
 		return;
 	if (!strcmp(field, "State"))
-		port->state = v >= PHX_PORT_DOWN && v <= PHX_PORT_ACTIVE_DEFER ? (enum phx_port_state)v
-									     : PHX_PORT_UNKNOWN;
+		port->state = v >= PHX_PORT_DOWN && v <= PHX_PORT_ACTIVE_DEFER
+				      ? (enum phx_port_state)v
+				      : PHX_PORT_UNKNOWN;
 	else if (v >= 0 && v <= 0xffff)
 		port->lid = v;
 }
@@ -790,7 +791,7 @@ int phx_topo_discover(hwloc_topology_t topology, struct phx_node_topo **out, cha
  * hwloc's exporter never writes these, so refuse them before hwloc sees them.
  */
 struct screen {
-	unsigned sets;	 /* which of the four sets the tag has */
+	unsigned sets; /* which of the four sets the tag has */
 	bool bad_bitmap; /* a *cpuset or *nodeset attribute hwloc cannot parse */
 };
 

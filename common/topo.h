@@ -30,18 +30,18 @@ struct json_object;
 /* How close a GPU is to its NIC; lower is closer. */
 enum phx_topo_prox {
 	PHX_PROX_PCIE_SWITCH = 0, /* a PCI bridge below the host bridge is common */
-	PHX_PROX_HOST_BRIDGE,	  /* same host bridge (root complex), no switch */
-	PHX_PROX_NUMA,		  /* same NUMA node */
-	PHX_PROX_NUMA_DISTANCE,	  /* other NUMA node, ranked by hwloc's latency matrix */
-	PHX_PROX_PACKAGE,	  /* same package (no latency matrix) */
-	PHX_PROX_SYSTEM,	  /* anywhere else in the node */
-	PHX_PROX_NONE,		  /* the GPU has no NIC */
+	PHX_PROX_HOST_BRIDGE, /* same host bridge (root complex), no switch */
+	PHX_PROX_NUMA, /* same NUMA node */
+	PHX_PROX_NUMA_DISTANCE, /* other NUMA node, ranked by hwloc's latency matrix */
+	PHX_PROX_PACKAGE, /* same package (no latency matrix) */
+	PHX_PROX_SYSTEM, /* anywhere else in the node */
+	PHX_PROX_NONE, /* the GPU has no NIC */
 };
 
 enum phx_nic_kind {
 	PHX_NIC_IB = 0, /* InfiniBand HCA, or an IPoIB netdev */
-	PHX_NIC_ROCE,	/* RDMA over Ethernet (verbs device on an Ethernet port) */
-	PHX_NIC_ETH,	/* plain Ethernet netdev, no verbs device */
+	PHX_NIC_ROCE, /* RDMA over Ethernet (verbs device on an Ethernet port) */
+	PHX_NIC_ETH, /* plain Ethernet netdev, no verbs device */
 };
 
 /* Values of hwloc's "Port<N>State": the kernel's ibv_port_state numbers. */
@@ -55,41 +55,41 @@ enum phx_port_state {
 };
 
 struct phx_topo_port {
-	unsigned num;		   /* 1-based, as in /sys/class/infiniband/X/ports/N */
+	unsigned num; /* 1-based, as in /sys/class/infiniband/X/ports/N */
 	enum phx_port_state state;
-	long lid;		   /* -1 when not recorded */
-	char link_layer[16];	   /* "InfiniBand", "Ethernet", or "" when not recorded */
+	long lid; /* -1 when not recorded */
+	char link_layer[16]; /* "InfiniBand", "Ethernet", or "" when not recorded */
 	char netdev[PHX_TOPO_NAME_LEN]; /* "ib0" when hwloc shows it, else "" */
 };
 
 struct phx_topo_nic {
-	unsigned index;		      /* position in nics[]: PCI bus order */
+	unsigned index; /* position in nics[]: PCI bus order */
 	char name[PHX_TOPO_NAME_LEN]; /* verbs device ("mlx5_1"), else the netdev */
 	enum phx_nic_kind kind;
-	bool rdma;		      /* has a verbs (OpenFabrics) device */
-	bool usable;		      /* a port is active, or no state was recorded */
-	char pci[PHX_TOPO_PCI_LEN];   /* "" when not on PCI */
+	bool rdma; /* has a verbs (OpenFabrics) device */
+	bool usable; /* a port is active, or no state was recorded */
+	char pci[PHX_TOPO_PCI_LEN]; /* "" when not on PCI */
 	uint16_t vendor_id, device_id;
-	int numa;		      /* NUMA node os index, -1 when not one node */
+	int numa; /* NUMA node os index, -1 when not one node */
 	char netdev[PHX_TOPO_NAME_LEN]; /* first netdev of the adapter, or "" */
-	char node_guid[32];	      /* "0800:3800:01bf:f8d8" or "" */
+	char node_guid[32]; /* "0800:3800:01bf:f8d8" or "" */
 	struct phx_topo_port *ports;
 	size_t nports;
-	unsigned ngpus;		      /* GPUs paired with this NIC */
+	unsigned ngpus; /* GPUs paired with this NIC */
 };
 
 struct phx_topo_gpu {
-	unsigned index;		    /* PCI bus order */
+	unsigned index; /* PCI bus order */
 	char pci[PHX_TOPO_PCI_LEN];
 	uint16_t vendor_id, device_id, class_id;
-	int numa;		    /* NUMA node os index, -1 when not one node */
-	char *cpulist;		    /* CPUs near the GPU, Linux list format "0-23,48-71" */
-	hwloc_bitmap_t cpuset;	    /* the same CPUs */
-	int nic;		    /* index in nics[], -1 when the node has no RDMA NIC */
-	enum phx_topo_prox prox;    /* how close that NIC is */
+	int numa; /* NUMA node os index, -1 when not one node */
+	char *cpulist; /* CPUs near the GPU, Linux list format "0-23,48-71" */
+	hwloc_bitmap_t cpuset; /* the same CPUs */
+	int nic; /* index in nics[], -1 when the node has no RDMA NIC */
+	enum phx_topo_prox prox; /* how close that NIC is */
 	char via[PHX_TOPO_PCI_LEN]; /* deepest common PCI bridge, for PHX_PROX_PCIE_SWITCH */
-	unsigned pci_hops;	    /* PCI links from GPU to NIC, when they share a host bridge */
-	unsigned numa_distance;	    /* matrix value, for PHX_PROX_NUMA_DISTANCE; else 0 */
+	unsigned pci_hops; /* PCI links from GPU to NIC, when they share a host bridge */
+	unsigned numa_distance; /* matrix value, for PHX_PROX_NUMA_DISTANCE; else 0 */
 };
 
 struct phx_topo_numa {

@@ -31,8 +31,8 @@
 
 struct frame {
 	struct phx_ynode *node;
-	size_t cap;          /* allocated items */
-	char *key;           /* mapping: key read, value not yet */
+	size_t cap; /* allocated items */
+	char *key; /* mapping: key read, value not yet */
 	unsigned key_line;
 	unsigned key_column;
 };
@@ -50,7 +50,6 @@ struct builder {
 
 /* ------------------------------------------------------------ messages */
 
-
 static int mark_error(const struct builder *b, const yaml_mark_t *mark, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
@@ -63,7 +62,7 @@ static int mark_error(const struct builder *b, const yaml_mark_t *mark, const ch
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	return phx_errf(b->err, b->errlen, "%s:%zu:%zu: %s", b->doc->name, mark->line + 1,
-		    mark->column + 1, msg);
+			mark->column + 1, msg);
 }
 
 /* Copies s for a message: control bytes become '?', long values are cut. */
@@ -140,17 +139,17 @@ static int vnode_error(const struct phx_ydoc *doc, const struct phx_ynode *node,
 	if (!node)
 		return phx_errf(err, errlen, "%s: %s", name, msg);
 	if (at_key && node->key)
-		return phx_errf(err, errlen, "%s:%u:%u: %s", name, node->key_line,
-			    node->key_column, msg);
+		return phx_errf(err, errlen, "%s:%u:%u: %s", name, node->key_line, node->key_column,
+				msg);
 	phx_ynode_path(node, path, sizeof(path));
 	if (!path[0] || at_key)
 		return phx_errf(err, errlen, "%s:%u:%u: %s", name, node->line, node->column, msg);
-	return phx_errf(err, errlen, "%s:%u:%u: key '%s': %s", name, node->line, node->column,
-		    path, msg);
+	return phx_errf(err, errlen, "%s:%u:%u: key '%s': %s", name, node->line, node->column, path,
+			msg);
 }
 
-int phx_ynode_error(const struct phx_ydoc *doc, const struct phx_ynode *node,
-		    char *err, size_t errlen, const char *fmt, ...)
+int phx_ynode_error(const struct phx_ydoc *doc, const struct phx_ynode *node, char *err,
+		    size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -160,8 +159,8 @@ int phx_ynode_error(const struct phx_ydoc *doc, const struct phx_ynode *node,
 	return -1;
 }
 
-int phx_ynode_key_error(const struct phx_ydoc *doc, const struct phx_ynode *node,
-			char *err, size_t errlen, const char *fmt, ...)
+int phx_ynode_key_error(const struct phx_ydoc *doc, const struct phx_ynode *node, char *err,
+			size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -239,7 +238,7 @@ static int parser_error(const struct builder *b, const yaml_parser_t *p)
 	case YAML_READER_ERROR:
 		offset_pos(b->buf, b->len, p->problem_offset, &line, &col);
 		return phx_errf(b->err, b->errlen, "%s:%zu:%zu: %s; the file must be UTF-8 text",
-			    b->doc->name, line, col, problem);
+				b->doc->name, line, col, problem);
 	default:
 		break;
 	}
@@ -247,9 +246,10 @@ static int parser_error(const struct builder *b, const yaml_parser_t *p)
 		return mark_error(b, &p->problem_mark,
 				  "tab character; YAML indents with spaces only");
 	if (p->context)
-		return mark_error(b, &p->problem_mark, "%s %s (line %zu); check indentation, "
-				  "quotes and ':' separators", problem, p->context,
-				  p->context_mark.line + 1);
+		return mark_error(b, &p->problem_mark,
+				  "%s %s (line %zu); check indentation, "
+				  "quotes and ':' separators",
+				  problem, p->context, p->context_mark.line + 1);
 	return mark_error(b, &p->problem_mark, "%s; check indentation, quotes and ':' separators",
 			  problem);
 }
@@ -266,12 +266,16 @@ static int check_props(const struct builder *b, const yaml_event_t *ev, const ch
 	char shown[SHOW_MAX + 8];
 
 	if (anchor)
-		return mark_error(b, &ev->start_mark, "anchor '&%s' is not allowed; write the "
-				  "value out instead of reusing it", anchor);
+		return mark_error(b, &ev->start_mark,
+				  "anchor '&%s' is not allowed; write the "
+				  "value out instead of reusing it",
+				  anchor);
 	if (tag && strcmp(tag, allowed)) {
 		show(shown, sizeof(shown), tag);
-		return mark_error(b, &ev->start_mark, "tag '%s' is not supported; remove it "
-				  "(only !!str, !!seq and !!map are understood)", shown);
+		return mark_error(b, &ev->start_mark,
+				  "tag '%s' is not supported; remove it "
+				  "(only !!str, !!seq and !!map are understood)",
+				  shown);
 	}
 	return 0;
 }
@@ -463,7 +467,8 @@ static int on_event(struct builder *b, const yaml_event_t *ev)
 
 	switch (ev->type) {
 	case YAML_ALIAS_EVENT:
-		return mark_error(b, &ev->start_mark, "alias '*%s' is not allowed; write the "
+		return mark_error(b, &ev->start_mark,
+				  "alias '*%s' is not allowed; write the "
 				  "value out instead of referring to it",
 				  (const char *)ev->data.alias.anchor);
 	case YAML_MAPPING_END_EVENT:
@@ -498,7 +503,8 @@ static int build(struct builder *b, yaml_parser_t *p)
 			return 0;
 		case YAML_DOCUMENT_START_EVENT:
 			if (done)
-				rc = mark_error(b, &ev.start_mark, "a second document; a file "
+				rc = mark_error(b, &ev.start_mark,
+						"a second document; a file "
 						"holds one (remove the '---' line)");
 			in_doc = true;
 			break;
@@ -524,12 +530,14 @@ static int check_bytes(struct builder *b)
 	if (!nul)
 		return 0;
 	offset_pos(b->buf, b->len, (size_t)(nul - b->buf), &line, &col);
-	return phx_errf(b->err, b->errlen, "%s:%zu:%zu: NUL byte; the file must be UTF-8 text "
-		    "(UTF-16 is not supported)", b->doc->name, line, col);
+	return phx_errf(b->err, b->errlen,
+			"%s:%zu:%zu: NUL byte; the file must be UTF-8 text "
+			"(UTF-16 is not supported)",
+			b->doc->name, line, col);
 }
 
-int phx_ydoc_load_buffer(const char *name, const char *buf, size_t len,
-			 struct phx_ydoc **doc, char *err, size_t errlen)
+int phx_ydoc_load_buffer(const char *name, const char *buf, size_t len, struct phx_ydoc **doc,
+			 char *err, size_t errlen)
 {
 	struct builder b = { .buf = buf, .len = len, .err = err, .errlen = errlen };
 	yaml_parser_t parser;
@@ -546,7 +554,7 @@ int phx_ydoc_load_buffer(const char *name, const char *buf, size_t len,
 	}
 	if (len > PHX_YAML_MAX_BYTES) {
 		phx_errf(err, errlen, "%s: %zu bytes, more than the %u MiB limit", b.doc->name, len,
-		     PHX_YAML_MAX_BYTES >> 20);
+			 PHX_YAML_MAX_BYTES >> 20);
 		goto out_doc;
 	}
 	/* libyaml counts a UTF-8 BOM as a column when the encoding is given,
@@ -585,8 +593,9 @@ int phx_ydoc_load_file(const char *path, struct phx_ydoc **doc, char *err, size_
 	*doc = NULL;
 	rc = phx_file_read(path, PHX_YAML_MAX_BYTES, &buf, &len);
 	if (rc == -EFBIG)
-		return phx_errf(err, errlen, "%s: larger than the %u MiB limit; is it the right file?",
-			    path, PHX_YAML_MAX_BYTES >> 20);
+		return phx_errf(err, errlen,
+				"%s: larger than the %u MiB limit; is it the right file?", path,
+				PHX_YAML_MAX_BYTES >> 20);
 	if (rc == -EINVAL)
 		return phx_errf(err, errlen, "%s: not a regular file", path);
 	if (rc < 0)
@@ -658,20 +667,20 @@ static bool plain_scalar(const struct phx_ynode *node)
 	return node->type == PHX_YSCALAR && !node->quoted && !is_null(node->value);
 }
 
-int phx_ynode_string(const struct phx_ydoc *doc, const struct phx_ynode *node,
-		     const char **out, char *err, size_t errlen)
+int phx_ynode_string(const struct phx_ydoc *doc, const struct phx_ynode *node, const char **out,
+		     char *err, size_t errlen)
 {
 	if (node->type != PHX_YSCALAR)
 		return wrong(doc, node, "a string", NULL, err, errlen);
 	if (!node->quoted && is_null(node->value))
-		return wrong(doc, node, "a string", "; write \"\" for an empty string",
-			     err, errlen);
+		return wrong(doc, node, "a string", "; write \"\" for an empty string", err,
+			     errlen);
 	*out = node->value;
 	return 0;
 }
 
-int phx_ynode_bool(const struct phx_ydoc *doc, const struct phx_ynode *node,
-		   bool *out, char *err, size_t errlen)
+int phx_ynode_bool(const struct phx_ydoc *doc, const struct phx_ynode *node, bool *out, char *err,
+		   size_t errlen)
 {
 	static const char *const yes[] = { "true", "yes", "on" };
 	static const char *const no[] = { "false", "no", "off" };
@@ -717,8 +726,8 @@ static const char *int_syntax(const char *s)
 	return NULL;
 }
 
-int phx_ynode_int(const struct phx_ydoc *doc, const struct phx_ynode *node,
-		  long long min, long long max, long long *out, char *err, size_t errlen)
+int phx_ynode_int(const struct phx_ydoc *doc, const struct phx_ynode *node, long long min,
+		  long long max, long long *out, char *err, size_t errlen)
 {
 	char what[96];
 	const char *bad;
@@ -750,8 +759,8 @@ static void double_range(char *out, size_t outlen, double min, double max)
 		snprintf(out, outlen, "a number from %g to %g", min, max);
 }
 
-int phx_ynode_double(const struct phx_ydoc *doc, const struct phx_ynode *node,
-		     double min, double max, double *out, char *err, size_t errlen)
+int phx_ynode_double(const struct phx_ydoc *doc, const struct phx_ynode *node, double min,
+		     double max, double *out, char *err, size_t errlen)
 {
 	const char *s = node->value;
 	char what[96];

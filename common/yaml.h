@@ -37,17 +37,17 @@ enum phx_ynode_type {
 
 struct phx_ynode {
 	enum phx_ynode_type type;
-	unsigned line;   /* 1-based, where the node starts */
+	unsigned line; /* 1-based, where the node starts */
 	unsigned column; /* 1-based */
-	char *key;       /* set when the node is a value in a mapping; NULL for
-			  * sequence items (messages call them "list[3]") */
-	char *value;     /* scalars only */
-	bool quoted;     /* scalar was not plain: never a bool/number/null */
+	char *key; /* set when the node is a value in a mapping; NULL for
+		    * sequence items (messages call them "list[3]") */
+	char *value; /* scalars only */
+	bool quoted; /* scalar was not plain: never a bool/number/null */
 	struct phx_ynode **items; /* sequence items or mapping values, in order */
 	size_t n_items;
 	struct phx_ynode *parent; /* NULL for the root */
-	size_t index;             /* position in parent->items */
-	unsigned key_line;        /* where the key starts, when key is set */
+	size_t index; /* position in parent->items */
+	unsigned key_line; /* where the key starts, when key is set */
 	unsigned key_column;
 };
 
@@ -58,8 +58,8 @@ struct phx_ydoc {
 
 /* Error text goes to err ("FILE:LINE:COL: what"); return 0 or -1. */
 int phx_ydoc_load_file(const char *path, struct phx_ydoc **doc, char *err, size_t errlen);
-int phx_ydoc_load_buffer(const char *name, const char *buf, size_t len,
-			 struct phx_ydoc **doc, char *err, size_t errlen);
+int phx_ydoc_load_buffer(const char *name, const char *buf, size_t len, struct phx_ydoc **doc,
+			 char *err, size_t errlen);
 void phx_ydoc_free(struct phx_ydoc *doc);
 
 /*
@@ -78,14 +78,14 @@ const char *phx_ynode_type_name(enum phx_ynode_type type);
  * KEY being the node's path ("placement.mode", "switches[2].name").
  * phx_ynode_string refuses null; the string lives as long as the doc.
  */
-int phx_ynode_string(const struct phx_ydoc *doc, const struct phx_ynode *node,
-		     const char **out, char *err, size_t errlen);
-int phx_ynode_bool(const struct phx_ydoc *doc, const struct phx_ynode *node,
-		   bool *out, char *err, size_t errlen);
-int phx_ynode_int(const struct phx_ydoc *doc, const struct phx_ynode *node,
-		  long long min, long long max, long long *out, char *err, size_t errlen);
-int phx_ynode_double(const struct phx_ydoc *doc, const struct phx_ynode *node,
-		     double min, double max, double *out, char *err, size_t errlen);
+int phx_ynode_string(const struct phx_ydoc *doc, const struct phx_ynode *node, const char **out,
+		     char *err, size_t errlen);
+int phx_ynode_bool(const struct phx_ydoc *doc, const struct phx_ynode *node, bool *out, char *err,
+		   size_t errlen);
+int phx_ynode_int(const struct phx_ydoc *doc, const struct phx_ynode *node, long long min,
+		  long long max, long long *out, char *err, size_t errlen);
+int phx_ynode_double(const struct phx_ydoc *doc, const struct phx_ynode *node, double min,
+		     double max, double *out, char *err, size_t errlen);
 /* choices is NULL-terminated; *out is the index of the match. */
 int phx_ynode_enum(const struct phx_ydoc *doc, const struct phx_ynode *node,
 		   const char *const *choices, int *out, char *err, size_t errlen);
@@ -93,13 +93,11 @@ int phx_ynode_enum(const struct phx_ydoc *doc, const struct phx_ynode *node,
  * Formats "FILE:LINE:COL: key 'KEY': " + fmt into err; always returns -1.
  * The root node gives "FILE:LINE:COL: ", a NULL node "FILE: ".
  */
-int phx_ynode_error(const struct phx_ydoc *doc, const struct phx_ynode *node,
-		    char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+int phx_ynode_error(const struct phx_ydoc *doc, const struct phx_ynode *node, char *err,
+		    size_t errlen, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Like phx_ynode_error but at the key's position, without the key prefix. */
-int phx_ynode_key_error(const struct phx_ydoc *doc, const struct phx_ynode *node,
-			char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+int phx_ynode_key_error(const struct phx_ydoc *doc, const struct phx_ynode *node, char *err,
+			size_t errlen, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Edit distance (capped at 255), for "did you mean" hints. */
 unsigned phx_yaml_distance(const char *a, const char *b);

@@ -58,7 +58,8 @@ static int parse_args(int argc, char **argv, struct health_args *a)
 			printf("%s\nRuns the node health checks of the job prolog on this node "
 			       "and prints each result.\nExit status: 0 all passed, 1 a check "
 			       "failed, 2 bad usage or configuration.\n"
-			       "See phalanx(1), spank_phalanx(8).\n", USAGE);
+			       "See phalanx(1), spank_phalanx(8).\n",
+			       USAGE);
 			return 1;
 		case ':':
 			phx_error("health: option '%s' needs a value; %s", argv[optind - 1], USAGE);

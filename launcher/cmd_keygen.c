@@ -27,7 +27,8 @@ int phx_cmd_keygen(int argc, char **argv)
 		else if (argv[i][0] != '-' && !path)
 			path = argv[i];
 		else {
-			phx_error("usage: phalanx keygen [--force] [FILE] (default: key_file of phalanx.yaml)");
+			phx_error("usage: phalanx keygen [--force] [FILE] (default: key_file of "
+				  "phalanx.yaml)");
 			return 2;
 		}
 	}
@@ -46,7 +47,8 @@ int phx_cmd_keygen(int argc, char **argv)
 		goto out;
 	}
 	printf("phalanx: wrote a new cluster key to %s (mode 0400); copy it to every node and to "
-	       "the phalanx-ckptd host\n", path);
+	       "the phalanx-ckptd host\n",
+	       path);
 	rc = 0;
 out:
 	OPENSSL_cleanse(&key, sizeof(key));

@@ -116,8 +116,8 @@ static void print_gpu_list(const struct phx_node_topo *t, const struct phx_topo_
 
 	for (size_t i = 0; i < t->ngpus && len < sizeof(buf) - 8; i++) {
 		if (t->gpus[i].nic == (int)n->index)
-			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%u", len ? "," : "",
-						t->gpus[i].index);
+			len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%u",
+						len ? "," : "", t->gpus[i].index);
 	}
 	printf(" %-8s ", buf);
 }
@@ -213,7 +213,8 @@ int phx_cmd_topo(int argc, char **argv)
 			json = true;
 			break;
 		case 'h':
-			printf("%s\nShows the GPUs, NICs and NUMA nodes of this node (or of an hwloc "
+			printf("%s\nShows the GPUs, NICs and NUMA nodes of this node (or of an "
+			       "hwloc "
 			       "XML file)\nand the NIC each GPU uses. See phalanx-topo(1).\n",
 			       USAGE);
 			return 0;

@@ -44,12 +44,12 @@
  * forked task, so a static carries it over.
  */
 static struct {
-	bool active;             /* GPUs were masked and CUDA_VISIBLE_DEVICES renumbered */
-	int task;                /* local task id */
-	struct phx_gpus alloc;   /* Slurm's GPUs for the step on this node */
+	bool active; /* GPUs were masked and CUDA_VISIBLE_DEVICES renumbered */
+	int task; /* local task id */
+	struct phx_gpus alloc; /* Slurm's GPUs for the step on this node */
 	struct phx_gpus visible; /* the ones the task keeps */
 	char slurm_cvd[ENV_LEN]; /* Slurm's CUDA_VISIBLE_DEVICES, "" when unset */
-	char cvd[ENV_LEN];       /* what isolation set it to */
+	char cvd[ENV_LEN]; /* what isolation set it to */
 } iso;
 
 /* The driver directories (PCI bus ids) of hidden GPUs. */
@@ -97,8 +97,7 @@ static void describe(int dirfd, const char *name, int err, char *why, size_t len
 }
 
 /* Opens one component below dirfd, never through a symlink. */
-static int open_step(int dirfd, const char *name, bool last, int last_flags, char *why,
-		     size_t len)
+static int open_step(int dirfd, const char *name, bool last, int last_flags, char *why, size_t len)
 {
 	int flags = O_NOFOLLOW | O_CLOEXEC | (last ? last_flags : O_PATH | O_DIRECTORY);
 	int fd, err;
@@ -125,8 +124,7 @@ static int open_step(int dirfd, const char *name, bool last, int last_flags, cha
  * it); its owner and type are the caller's to check in *st. -1 with errno
  * (ENOENT when something does not exist) and the reason in why.
  */
-static int open_trusted(const char *path, int last_flags, struct stat *st, char *why,
-			size_t len)
+static int open_trusted(const char *path, int last_flags, struct stat *st, char *why, size_t len)
 {
 	char buf[PATH_MAX], *name, *next, *save = NULL;
 	const char *dir = "/";
@@ -146,8 +144,10 @@ static int open_trusted(const char *path, int last_flags, struct stat *st, char 
 	for (name = strtok_r(buf, "/", &save); name; name = next) {
 		next = strtok_r(NULL, "/", &save);
 		if (fstat(dirfd, st) < 0 || !trusted_dir(st)) {
-			snprintf(why, len, "directory '%s' on the way is not owned by root, or "
-				 "others may write to it", dir);
+			snprintf(why, len,
+				 "directory '%s' on the way is not owned by root, or "
+				 "others may write to it",
+				 dir);
 			errno = EPERM;
 			goto fail;
 		}
@@ -235,7 +235,8 @@ static int read_alloc(spank_t sp, const struct task_info *t)
 		return fail("cannot read %s: %s", name, spank_strerror(rc));
 	if (!strcmp(val, "NoDevFiles"))
 		return fail("Slurm knows no device file of the job's GPUs (%s=NoDevFiles); give "
-			    "the gpu lines of gres.conf a File=, or set isolation.mode: off", name);
+			    "the gpu lines of gres.conf a File=, or set isolation.mode: off",
+			    name);
 	if (phx_gpus_parse(val, &iso.alloc, err, sizeof(err)) < 0)
 		return fail("%s: %s", name, err);
 	rc = spank_getenv(sp, "CUDA_VISIBLE_DEVICES", iso.slurm_cvd, sizeof(iso.slurm_cvd));
@@ -263,18 +264,20 @@ static int scan_devices(const struct phx_conf *conf, const char *node, struct ph
 		if (phx_gpu_path(conf->health.dev_root, conf->health.gpu_device, node, i, path,
 				 sizeof(path)) < 0)
 			return fail("cannot make GPU %u's device path from health.dev_root '%s' "
-				    "and health.gpu_device '%s'", i, conf->health.dev_root,
-				    conf->health.gpu_device);
+				    "and health.gpu_device '%s'",
+				    i, conf->health.dev_root, conf->health.gpu_device);
 		fd = open_trusted(path, O_PATH, &st, why, sizeof(why));
 		if (fd < 0 && errno == ENOENT)
 			continue;
 		if (fd < 0)
 			return fail("%s: %s; GPUs cannot be masked safely there. Fix the path or "
-				    "health.gpu_device", path, why);
+				    "health.gpu_device",
+				    path, why);
 		close(fd);
 		if (!S_ISCHR(st.st_mode) || st.st_uid != 0) {
 			phx_warn("isolation: %s is not a character device owned by root; it is "
-				 "left alone", path);
+				 "left alone",
+				 path);
 			continue;
 		}
 		present->id[present->n++] = i;
@@ -359,14 +362,16 @@ static int scan_proc(const char *dir, struct bus_dirs *hide)
 		rc = read_minor(fd, de->d_name, &minor);
 		if (rc > 0) {
 			phx_warn("isolation: %s/%s is not a directory owned by root; it is left "
-				 "alone", dir, de->d_name);
+				 "alone",
+				 dir, de->d_name);
 			continue;
 		}
 		if (rc == 0 && phx_gpus_has(&iso.visible, minor))
 			continue;
 		if (rc < 0)
 			phx_warn("isolation: no 'Device Minor' in %s/%s/information; hiding that "
-				 "GPU", dir, de->d_name);
+				 "GPU",
+				 dir, de->d_name);
 		if (hide->n == PHX_GPU_MAX) {
 			closedir(d);
 			return fail("more than %d GPUs in %s", PHX_GPU_MAX, dir);
@@ -388,7 +393,8 @@ static int private_mounts(void)
 {
 	if (unshare(CLONE_NEWNS) < 0)
 		return fail("cannot make a mount namespace for the task: %s; slurmstepd must "
-			    "run as root", strerror(errno));
+			    "run as root",
+			    strerror(errno));
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		return fail("cannot make the task's mounts private: %s", strerror(errno));
 	return 0;
@@ -478,8 +484,7 @@ static int open_null(void)
 }
 
 static int apply_masks(const struct phx_conf *conf, const struct task_info *t,
-		       const struct phx_gpus *hidden, const char *dir,
-		       const struct bus_dirs *buses)
+		       const struct phx_gpus *hidden, const char *dir, const struct bus_dirs *buses)
 {
 	char path[PATH_MAX];
 	int null_fd, rc = 0;
@@ -491,8 +496,8 @@ static int apply_masks(const struct phx_conf *conf, const struct task_info *t,
 		return -1;
 	for (unsigned i = 0; i < hidden->n && !rc; i++) {
 		/* Worked in scan_devices already. */
-		phx_gpu_path(conf->health.dev_root, conf->health.gpu_device, t->node,
-			     hidden->id[i], path, sizeof(path));
+		phx_gpu_path(conf->health.dev_root, conf->health.gpu_device, t->node, hidden->id[i],
+			     path, sizeof(path));
 		rc = mask_device(path, null_fd);
 	}
 	for (unsigned i = 0; i < buses->n && !rc; i++)
@@ -518,7 +523,8 @@ static int set_cuda_env(spank_t sp)
 	if (phx_gpus_cuda(iso.slurm_cvd, iso.slurm_cvd, &iso.alloc, &iso.visible, iso.cvd,
 			  sizeof(iso.cvd)) < 0)
 		return fail("cannot renumber CUDA_VISIBLE_DEVICES=%.64s for the GPUs left "
-			    "visible; it must list one number per GPU of the step", iso.slurm_cvd);
+			    "visible; it must list one number per GPU of the step",
+			    iso.slurm_cvd);
 	rc = spank_setenv(sp, "CUDA_VISIBLE_DEVICES", iso.cvd, 1);
 	if (rc != ESPANK_SUCCESS)
 		return fail("cannot set CUDA_VISIBLE_DEVICES: %s", spank_strerror(rc));
@@ -533,9 +539,9 @@ static void log_result(const struct task_info *t, const struct phx_gpus *hidden,
 	phx_gpus_format(&iso.visible, shown, sizeof(shown));
 	phx_gpus_format(hidden, masked, sizeof(masked));
 	phx_debug("isolation (%s): job %u step %u task %d on %s: GPUs [%s] visible, [%s] "
-		  "masked, CUDA_VISIBLE_DEVICES=%s", phx_isolate_mode_name(mode), t->job_id,
-		  t->step_id, t->task, t->node[0] ? t->node : "?", shown, masked,
-		  iso.cvd[0] ? iso.cvd : "(unchanged)");
+		  "masked, CUDA_VISIBLE_DEVICES=%s",
+		  phx_isolate_mode_name(mode), t->job_id, t->step_id, t->task,
+		  t->node[0] ? t->node : "?", shown, masked, iso.cvd[0] ? iso.cvd : "(unchanged)");
 }
 
 /* --phx-isolate=off (or PHX_ISOLATE=off) only where the site allows it. */
@@ -561,8 +567,8 @@ int phx_isolate_task(spank_t sp, const struct phx_conf *conf, const struct phx_j
 	if (read_task(sp, &t) < 0 || read_alloc(sp, &t) < 0)
 		return -1;
 	iso.task = t.task;
-	if (phx_gpus_select(opts->isolate, &iso.alloc, (unsigned)t.task, t.ntasks,
-			    &iso.visible) < 0)
+	if (phx_gpus_select(opts->isolate, &iso.alloc, (unsigned)t.task, t.ntasks, &iso.visible) <
+	    0)
 		return fail("task %d is not below the %u tasks of the node", t.task, t.ntasks);
 	if (scan_devices(conf, t.node, &present) < 0 || proc_dir(conf, dir, sizeof(dir)) < 0 ||
 	    scan_proc(dir, &buses) < 0)
@@ -598,11 +604,13 @@ int phx_isolate_task_env(spank_t sp)
 	n = phx_gpus_cuda(cur, iso.slurm_cvd, &iso.alloc, &iso.visible, out, sizeof(out));
 	if (n < 0)
 		return fail("cannot renumber the task's CUDA_VISIBLE_DEVICES=%.64s (the step's "
-			    "was %.64s)", cur, iso.slurm_cvd);
+			    "was %.64s)",
+			    cur, iso.slurm_cvd);
 	if (!n) {
 		/* --phx-isolate=task chose other GPUs than Slurm's --gpu-bind did. */
 		phx_warn("isolation: Slurm bound task %d to CUDA_VISIBLE_DEVICES=%s, which "
-			 "--phx-isolate=task hides from it; it keeps its own GPUs", iso.task, cur);
+			 "--phx-isolate=task hides from it; it keeps its own GPUs",
+			 iso.task, cur);
 		snprintf(out, sizeof(out), "%s", iso.cvd);
 	}
 	rc = spank_setenv(sp, "CUDA_VISIBLE_DEVICES", out, 1);

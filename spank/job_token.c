@@ -26,8 +26,9 @@ int phx_job_token_set(spank_t sp, const struct phx_conf *conf)
 	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
 		return 0;
 	if (lstat(conf->key_file, &st) < 0 && errno == ENOENT) {
-		phx_debug("no cluster key at %s, jobs get no token; create it with 'phalanx keygen'",
-			  conf->key_file);
+		phx_debug(
+			"no cluster key at %s, jobs get no token; create it with 'phalanx keygen'",
+			conf->key_file);
 		return 0;
 	}
 	/* Only a root-owned, root-only key: a user must not be able to plant one. */

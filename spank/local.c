@@ -46,8 +46,9 @@ int phx_local_check_step(spank_t sp, const struct phx_job_opts *opts)
 		return -1;
 	}
 	if (layout.size[PHX_DIM_TP] > world / nnodes)
-		phx_warn("tp=%lu is larger than the %u tasks per node: tensor-parallel traffic will "
-			 "cross the network; use tp<=%u or more tasks per node",
-			 layout.size[PHX_DIM_TP], world / nnodes, world / nnodes);
+		phx_warn(
+			"tp=%lu is larger than the %u tasks per node: tensor-parallel traffic will "
+			"cross the network; use tp<=%u or more tasks per node",
+			layout.size[PHX_DIM_TP], world / nnodes, world / nnodes);
 	return 0;
 }

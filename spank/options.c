@@ -17,7 +17,8 @@ enum phx_opt_id { OPT_LAYOUT = 1, OPT_PLACE, OPT_ISOLATE, OPT_EXPLAIN };
 static int set_layout(const char *val)
 {
 	if (!val || !*val || strlen(val) > PHX_LAYOUT_MAX) {
-		phx_error("--phx-layout needs a spec such as 'tp=8,pp=4,dp=*' (at most %d characters)",
+		phx_error("--phx-layout needs a spec such as 'tp=8,pp=4,dp=*' (at most %d "
+			  "characters)",
 			  PHX_LAYOUT_MAX);
 		return -1;
 	}
@@ -92,15 +93,15 @@ static struct spank_option spank_opts[] = {
 	  "so the heaviest traffic stays on the fastest links",
 	  1, OPT_LAYOUT, opt_cb },
 	{ "phx-place", "MODE",
-	  "[phalanx] Rank placement: topo (default), block (Slurm order) or off (env PHX_PLACE)",
-	  1, OPT_PLACE, opt_cb },
+	  "[phalanx] Rank placement: topo (default), block (Slurm order) or off (env PHX_PLACE)", 1,
+	  OPT_PLACE, opt_cb },
 	{ "phx-isolate", "MODE",
 	  "[phalanx] GPU isolation: job (default: tasks see the job's GPUs), task (each task "
 	  "only its own) or off (env PHX_ISOLATE)",
 	  1, OPT_ISOLATE, opt_cb },
 	{ "phx-explain", NULL,
-	  "[phalanx] Print the rank map and binding at launch (env PHX_EXPLAIN=1)",
-	  0, OPT_EXPLAIN, opt_cb },
+	  "[phalanx] Print the rank map and binding at launch (env PHX_EXPLAIN=1)", 0, OPT_EXPLAIN,
+	  opt_cb },
 };
 
 void phx_opts_defaults(const struct phx_conf *conf)

@@ -13,11 +13,11 @@
 #include "common/conf.h"
 
 struct phx_job_opts {
-	char *layout;            /* --phx-layout, NULL when not given */
+	char *layout; /* --phx-layout, NULL when not given */
 	enum phx_place_mode place;
 	enum phx_isolate_mode isolate;
 	bool explain;
-	bool place_set;          /* set by flag or twin, not by site default */
+	bool place_set; /* set by flag or twin, not by site default */
 	bool isolate_set;
 	bool explain_set;
 };

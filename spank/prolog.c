@@ -106,7 +106,8 @@ static void set_drain_reason(const char *node, const char *reason)
 	*(void **)&update = dlsym(RTLD_DEFAULT, "slurm_update_node");
 	if (!init || !update) {
 		phx_warn("health: cannot set the drain reason of %s: slurm_update_node is not "
-			 "loaded in this process; Slurm drains the node with its own reason", node);
+			 "loaded in this process; Slurm drains the node with its own reason",
+			 node);
 		return;
 	}
 	init(&msg);
@@ -115,7 +116,8 @@ static void set_drain_reason(const char *node, const char *reason)
 	msg.reason = (char *)reason;
 	if (update(&msg) != SLURM_SUCCESS)
 		phx_warn("health: setting the drain reason of %s failed: %s; Slurm drains the "
-			 "node with its own reason", node, slurm_err());
+			 "node with its own reason",
+			 node, slurm_err());
 	else
 		phx_info("health: drained %s: %s", node, reason);
 }
@@ -126,7 +128,7 @@ int phx_prolog_bad_config(void)
 
 	if (node)
 		set_drain_reason(node, "phalanx: health: phalanx.yaml or the plugstack.conf "
-				 "arguments do not load; see the slurmd log");
+				       "arguments do not load; see the slurmd log");
 	return -1;
 }
 
@@ -149,8 +151,8 @@ int phx_prolog_run(spank_t sp, const struct phx_conf *conf)
 	for (size_t i = 0; i < rep.n && !first; i++)
 		first = rep.results[i].status == PHX_HEALTH_FAIL ? &rep.results[i] : NULL;
 	if (snprintf(reason, sizeof(reason), "phalanx: health: %s: %s%s", first->name,
-		     first->reason, rep.failed > 1 ? " (and more in the slurmd log)" : "") >=
-	    (int)sizeof(reason))
+		     first->reason,
+		     rep.failed > 1 ? " (and more in the slurmd log)" : "") >= (int)sizeof(reason))
 		phx_debug("health: the drain reason is cut to %zu bytes", sizeof(reason) - 1);
 	if (conf->health.drain_on_failure && ctx.node)
 		set_drain_reason(ctx.node, reason);

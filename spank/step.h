@@ -18,13 +18,13 @@
 #include "spank/options.h"
 
 struct phx_step {
-	bool active;	   /* a layout applies to this step */
-	char error[1024];  /* why the step can't run; reported by the tasks */
+	bool active; /* a layout applies to this step */
+	char error[1024]; /* why the step can't run; reported by the tasks */
 	uint32_t job_id, step_id;
 	char node[256];
 	unsigned master_port;
 	struct phx_rankmap map;
-	struct phx_plan *plan;	    /* topo mode, for --phx-explain */
+	struct phx_plan *plan; /* topo mode, for --phx-explain */
 	struct phx_node_topo *topo; /* NULL when the node could not be read */
 };
 

@@ -25,7 +25,8 @@
 
 static void fail(const char *what, pmix_status_t rc)
 {
-	fprintf(stderr, "phalanx: pmix_exchange: %s failed: %s; run it under "
+	fprintf(stderr,
+		"phalanx: pmix_exchange: %s failed: %s; run it under "
 		"'srun --mpi=pmix' and check the slurmd log for PMIx errors\n",
 		what, PMIx_Error_string(rc));
 }
@@ -43,7 +44,8 @@ static int job_size(const pmix_proc_t *me, uint32_t *size)
 		return -1;
 	}
 	if (val->type != PMIX_UINT32 || val->data.uint32 == 0) {
-		fprintf(stderr, "phalanx: pmix_exchange: PMIX_JOB_SIZE has type %d "
+		fprintf(stderr,
+			"phalanx: pmix_exchange: PMIX_JOB_SIZE has type %d "
 			"and not a positive uint32; the PMIx server is not usable\n",
 			(int)val->type);
 		PMIX_VALUE_RELEASE(val);
@@ -96,8 +98,7 @@ static int fence(const pmix_proc_t *me)
 }
 
 /* Reads the peer's value and checks that it names the peer's rank. */
-static int read_peer(const pmix_proc_t *me, pmix_rank_t peer, char *out,
-		     size_t len)
+static int read_peer(const pmix_proc_t *me, pmix_rank_t peer, char *out, size_t len)
 {
 	pmix_proc_t proc;
 	pmix_value_t *val = NULL;
@@ -113,7 +114,8 @@ static int read_peer(const pmix_proc_t *me, pmix_rank_t peer, char *out,
 		return -1;
 	}
 	if (val->type != PMIX_STRING || !val->data.string) {
-		fprintf(stderr, "phalanx: pmix_exchange: rank %u's " KEY " has type %d, "
+		fprintf(stderr,
+			"phalanx: pmix_exchange: rank %u's " KEY " has type %d, "
 			"not a string; the exchange mixed up keys\n",
 			peer, (int)val->type);
 		PMIX_VALUE_RELEASE(val);
@@ -126,7 +128,8 @@ static int read_peer(const pmix_proc_t *me, pmix_rank_t peer, char *out,
 	if (!strncmp(s, PREFIX, strlen(PREFIX)))
 		got = strtoul(s + strlen(PREFIX), &end, 10);
 	if (!at || !end || end != at || got != peer || !at[1]) {
-		fprintf(stderr, "phalanx: pmix_exchange: rank %u's " KEY " is '%s', "
+		fprintf(stderr,
+			"phalanx: pmix_exchange: rank %u's " KEY " is '%s', "
 			"expected '" PREFIX "%u@HOST'; the fence delivered a wrong value\n",
 			peer, s, peer);
 		PMIX_VALUE_RELEASE(val);
@@ -158,14 +161,12 @@ int main(void)
 		fail("PMIx_Init", rc);
 		return 1;
 	}
-	if (job_size(&me, &size) < 0 || publish(host, me.rank) < 0 ||
-	    fence(&me) < 0)
+	if (job_size(&me, &size) < 0 || publish(host, me.rank) < 0 || fence(&me) < 0)
 		goto out;
 	peer = (me.rank + 1) % size;
 	if (read_peer(&me, peer, value, sizeof(value)) < 0)
 		goto out;
-	printf("rank=%u size=%u host=%s peer=%u value=%s\n", me.rank, size, host,
-	       peer, value);
+	printf("rank=%u size=%u host=%s peer=%u value=%s\n", me.rank, size, host, peer, value);
 	fflush(stdout);
 	ret = 0;
 out:

@@ -47,7 +47,8 @@ static size_t load_seeds(const char *dir, struct seed *seeds)
 		size_t len;
 
 		if (ents[i]->d_name[0] != '.' && n < MAX_SEEDS &&
-		    snprintf(path, sizeof(path), "%s/%s", dir, ents[i]->d_name) < (int)sizeof(path) &&
+		    snprintf(path, sizeof(path), "%s/%s", dir, ents[i]->d_name) <
+			    (int)sizeof(path) &&
 		    phx_file_read(path, FUZZ_MAX_INPUT, &data, &len) == 0) {
 			seeds[n].data = (uint8_t *)data;
 			seeds[n].len = len;
@@ -81,7 +82,7 @@ static size_t mutate(uint8_t *buf, size_t len, const struct seed *seeds, size_t 
 		case 2: /* insert a byte */
 			if (len < FUZZ_MAX_INPUT) {
 				memmove(buf + pos + 1, buf + pos, len - pos);
-				buf[pos] = (uint8_t)"\n:-[],{}*=0 \"'&!#9"[rng() % 18];
+				buf[pos] = (uint8_t) "\n:-[],{}*=0 \"'&!#9"[rng() % 18];
 				len++;
 			}
 			break;

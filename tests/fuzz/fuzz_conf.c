@@ -25,8 +25,7 @@ static int same(const struct phx_conf *a, const struct phx_conf *b)
 	return a->log_level == b->log_level && same_str(a->key_file, b->key_file) &&
 	       same_str(a->state_dir, b->state_dir) && a->placement.mode == b->placement.mode &&
 	       same_str(a->placement.topology_conf, b->placement.topology_conf) &&
-	       a->isolation.mode == b->isolation.mode &&
-	       a->health.enabled == b->health.enabled &&
+	       a->isolation.mode == b->isolation.mode && a->health.enabled == b->health.enabled &&
 	       a->health.drain_on_failure == b->health.drain_on_failure &&
 	       a->health.timeout_s == b->health.timeout_s &&
 	       same_str(a->ckptd.listen, b->ckptd.listen) &&

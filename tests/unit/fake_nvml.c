@@ -38,8 +38,8 @@ int nvmlDeviceGetMinorNumber(nvml_device_t dev, unsigned *minor);
 int nvmlDeviceGetTotalEccErrors(nvml_device_t dev, int type, int counter,
 				unsigned long long *count);
 int nvmlDeviceGetRetiredPagesPendingStatus(nvml_device_t dev, int *pending);
-int nvmlDeviceGetRemappedRows(nvml_device_t dev, unsigned *corr, unsigned *unc,
-			      unsigned *pending, unsigned *failed);
+int nvmlDeviceGetRemappedRows(nvml_device_t dev, unsigned *corr, unsigned *unc, unsigned *pending,
+			      unsigned *failed);
 int nvmlDeviceGetNvLinkState(nvml_device_t dev, unsigned link, int *active);
 
 static long env_num(const char *name, long def)
@@ -105,8 +105,7 @@ int nvmlDeviceGetMinorNumber(nvml_device_t dev, unsigned *minor)
 	return NVML_SUCCESS;
 }
 
-int nvmlDeviceGetTotalEccErrors(nvml_device_t dev, int type, int counter,
-				unsigned long long *count)
+int nvmlDeviceGetTotalEccErrors(nvml_device_t dev, int type, int counter, unsigned long long *count)
 {
 	/* Only the uncorrected (1) volatile (0) counter is ever set. */
 	*count = type == 1 && counter == 0 && is("FAKE_NVML_ECC", dev) ? 3 : 0;
@@ -119,8 +118,8 @@ int nvmlDeviceGetRetiredPagesPendingStatus(nvml_device_t dev, int *pending)
 	return NVML_SUCCESS;
 }
 
-int nvmlDeviceGetRemappedRows(nvml_device_t dev, unsigned *corr, unsigned *unc,
-			      unsigned *pending, unsigned *failed)
+int nvmlDeviceGetRemappedRows(nvml_device_t dev, unsigned *corr, unsigned *unc, unsigned *pending,
+			      unsigned *failed)
 {
 	*corr = *unc = *pending = 0;
 	*failed = (unsigned)is("FAKE_NVML_REMAP_FAIL", dev);

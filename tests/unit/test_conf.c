@@ -20,14 +20,32 @@ static char err[1024];
 
 /* Every key, so a test fails when one is added to the loader but not here. */
 static const char *const all_keys[] = {
-	"log_level", "key_file", "state_dir", "placement.mode", "placement.topology_conf",
-	"isolation.mode", "isolation.allow_off", "isolation.proc_root",
-	"health.enabled", "health.drain_on_failure", "health.timeout",
-	"health.gpu_device", "health.gpu_count", "health.ib", "health.ib_min_rate_gbps",
-	"health.min_free_gb", "health.paths", "health.command", "health.sysfs_root",
+	"log_level",
+	"key_file",
+	"state_dir",
+	"placement.mode",
+	"placement.topology_conf",
+	"isolation.mode",
+	"isolation.allow_off",
+	"isolation.proc_root",
+	"health.enabled",
+	"health.drain_on_failure",
+	"health.timeout",
+	"health.gpu_device",
+	"health.gpu_count",
+	"health.ib",
+	"health.ib_min_rate_gbps",
+	"health.min_free_gb",
+	"health.paths",
+	"health.command",
+	"health.sysfs_root",
 	"health.dev_root",
-	"ckptd.listen", "ckptd.address", "ckptd.socket", "checkpoint.keep",
-	"launcher.hang_timeout", "launcher.max_restarts",
+	"ckptd.listen",
+	"ckptd.address",
+	"ckptd.socket",
+	"checkpoint.keep",
+	"launcher.hang_timeout",
+	"launcher.max_restarts",
 };
 
 static int load(const char *text, struct phx_conf *conf)
@@ -98,45 +116,44 @@ static void assert_same(const struct phx_conf *a, const struct phx_conf *b)
 	assert_int_equal(a->launcher.max_restarts, b->launcher.max_restarts);
 }
 
-static const char full[] =
-	"log_level: debug\n"
-	"key_file: /etc/site/key\n"
-	"state_dir: \"/srv/phalanx\"\n"
-	"placement:\n"
-	"  mode: block\n"
-	"  topology_conf: /etc/slurm/topo.conf\n"
-	"isolation:\n"
-	"  mode: task\n"
-	"  allow_off: yes\n"
-	"  proc_root: /srv/fake/proc\n"
-	"health:\n"
-	"  enabled: no\n"
-	"  drain_on_failure: off\n"
-	"  timeout: 3600\n"
-	"  gpu_device: /dev/gpus/%u/dev\n"
-	"  gpu_count: 8\n"
-	"  ib: true\n"
-	"  ib_min_rate_gbps: 200\n"
-	"  min_free_gb: 100\n"
-	"  paths:\n"
-	"    - /lustre/ckpt/%u/%j\n"
-	"    - \"/local/100%% full\"\n"
-	"  command: /usr/sbin/nhc -t 20\n"
-	"  sysfs_root: /srv/fake/%n/sys\n"
-	"  dev_root: /srv/fake/%n\n"
-	"ckptd:\n"
-	"  listen: \"[::]:7000\"\n"
-	"  address: ckpt.example.org:7000\n"
-	"  socket: /run/p/c.sock\n"
-	"checkpoint:\n"
-	"  keep: 1000\n"
-	"launcher:\n"
-	"  hang_timeout: 10\n"
-	"  max_restarts: 0\n"
-	"fabric:\n"
-	"  switches:\n"
-	"    - {name: s1, nodes: \"n[1-4]\"}\n"
-	"  anything: [goes, {here: 1}]\n";
+static const char full[] = "log_level: debug\n"
+			   "key_file: /etc/site/key\n"
+			   "state_dir: \"/srv/phalanx\"\n"
+			   "placement:\n"
+			   "  mode: block\n"
+			   "  topology_conf: /etc/slurm/topo.conf\n"
+			   "isolation:\n"
+			   "  mode: task\n"
+			   "  allow_off: yes\n"
+			   "  proc_root: /srv/fake/proc\n"
+			   "health:\n"
+			   "  enabled: no\n"
+			   "  drain_on_failure: off\n"
+			   "  timeout: 3600\n"
+			   "  gpu_device: /dev/gpus/%u/dev\n"
+			   "  gpu_count: 8\n"
+			   "  ib: true\n"
+			   "  ib_min_rate_gbps: 200\n"
+			   "  min_free_gb: 100\n"
+			   "  paths:\n"
+			   "    - /lustre/ckpt/%u/%j\n"
+			   "    - \"/local/100%% full\"\n"
+			   "  command: /usr/sbin/nhc -t 20\n"
+			   "  sysfs_root: /srv/fake/%n/sys\n"
+			   "  dev_root: /srv/fake/%n\n"
+			   "ckptd:\n"
+			   "  listen: \"[::]:7000\"\n"
+			   "  address: ckpt.example.org:7000\n"
+			   "  socket: /run/p/c.sock\n"
+			   "checkpoint:\n"
+			   "  keep: 1000\n"
+			   "launcher:\n"
+			   "  hang_timeout: 10\n"
+			   "  max_restarts: 0\n"
+			   "fabric:\n"
+			   "  switches:\n"
+			   "    - {name: s1, nodes: \"n[1-4]\"}\n"
+			   "  anything: [goes, {here: 1}]\n";
 
 static void test_defaults(void **state)
 {
@@ -157,8 +174,10 @@ static void test_defaults(void **state)
 static void test_empty_files(void **state)
 {
 	static const char *const empty[] = {
-		"", "\n", "# only comments\n# here\n", "---\n", "---\n...\n", "\xef\xbb\xbf",
-		"~\n", "health:\n", "health: ~\nplacement: null\n", "fabric:\n",
+		"",	     "\n",	   "# only comments\n# here\n",
+		"---\n",     "---\n...\n", "\xef\xbb\xbf",
+		"~\n",	     "health:\n",  "health: ~\nplacement: null\n",
+		"fabric:\n",
 	};
 	struct phx_conf conf;
 
@@ -208,8 +227,9 @@ static void test_full(void **state)
 	assert_int_equal(conf.launcher.max_restarts, 0);
 	phx_conf_free(&conf);
 	/* Flow style is the same document. */
-	assert_int_equal(load("{placement: {mode: off}, isolation: {mode: off}, log_level: error}",
-			      &conf), 0);
+	assert_int_equal(
+		load("{placement: {mode: off}, isolation: {mode: off}, log_level: error}", &conf),
+		0);
 	assert_int_equal(conf.placement.mode, PHX_PLACE_OFF);
 	assert_int_equal(conf.isolation.mode, PHX_ISOLATE_OFF);
 	assert_int_equal(conf.log_level, PHX_LOG_ERROR);
@@ -250,7 +270,8 @@ static void test_round_trip(void **state)
 	/* Characters that need quoting or escaping survive. */
 	assert_int_equal(load("key_file: \"/a b/#c: d/\\\"q\\\"/back\\\\slash/\xc3\xa9\"\n"
 			      "state_dir: '/yes'\nplacement: {topology_conf: \"/- [x]\"}\n",
-			      &conf), 0);
+			      &conf),
+			 0);
 	assert_string_equal(conf.key_file, "/a b/#c: d/\"q\"/back\\slash/\xc3\xa9");
 	dump_reload(&conf, &back);
 	assert_same(&conf, &back);
@@ -269,10 +290,12 @@ static void test_dump_text(void **state)
 	f = open_memstream(&text, &len);
 	phx_conf_dump(&conf, f);
 	fclose(f);
-	assert_non_null(strstr(text, "# phalanx.yaml(5): effective configuration, built-in defaults\n"
-				     "log_level: info\nkey_file: \"/etc/phalanx/key\"\n"));
-	assert_non_null(strstr(text, "\nplacement:\n  mode: topo\n  topology_conf: \"\"\n  hwloc_xml: \"\"\n"
-				     "isolation:\n  mode: job\n"));
+	assert_non_null(strstr(text,
+			       "# phalanx.yaml(5): effective configuration, built-in defaults\n"
+			       "log_level: info\nkey_file: \"/etc/phalanx/key\"\n"));
+	assert_non_null(strstr(
+		text, "\nplacement:\n  mode: topo\n  topology_conf: \"\"\n  hwloc_xml: \"\"\n"
+		      "isolation:\n  mode: job\n"));
 	assert_non_null(strstr(text, "\nlauncher:\n  hang_timeout: 600\n  max_restarts: 3\n"));
 	assert_null(strstr(text, "fabric"));
 	free(text);
@@ -285,7 +308,9 @@ static void test_dump_text(void **state)
 	free(text);
 	/* Strings set in code are escaped, line breaks included. */
 	free(conf.key_file);
-	conf.key_file = strdup("/a\"b\\c\td\xc2\x85" "e\xe2\x80\xa8" "f\xe2\x80\xa9");
+	conf.key_file = strdup("/a\"b\\c\td\xc2\x85"
+			       "e\xe2\x80\xa8"
+			       "f\xe2\x80\xa9");
 	f = open_memstream(&text, &len);
 	phx_conf_dump(&conf, f);
 	fclose(f);
@@ -360,14 +385,16 @@ static void test_unknown_keys(void **state)
 	refused_exact("log_level: info\nplacement:\n  mdoe: block\n",
 		      "t.yaml:3:3: unknown key 'placement.mdoe'; known keys in 'placement': mode, "
 		      "topology_conf, hwloc_xml; did you mean 'mode'?");
-	refused_exact("placement:\n  colour: red\n",
-		      "t.yaml:2:3: unknown key 'placement.colour'; known keys in 'placement': mode, "
-		      "topology_conf, hwloc_xml");
+	refused_exact(
+		"placement:\n  colour: red\n",
+		"t.yaml:2:3: unknown key 'placement.colour'; known keys in 'placement': mode, "
+		"topology_conf, hwloc_xml");
 	refused_exact("loglevel: info\n",
 		      "t.yaml:1:1: unknown key 'loglevel'; known top-level keys: log_level, "
 		      "key_file, state_dir, placement, isolation, health, ckptd, checkpoint, "
 		      "launcher, fabric; did you mean 'log_level'?");
-	refused_exact("a: 1\ntimeout: 5\n", "t.yaml:1:1: unknown key 'a'; known top-level keys: "
+	refused_exact("a: 1\ntimeout: 5\n",
+		      "t.yaml:1:1: unknown key 'a'; known top-level keys: "
 		      "log_level, key_file, state_dir, placement, isolation, health, ckptd, "
 		      "checkpoint, launcher, fabric");
 	refused("health:\n  enabled: true\n  x: 1\n", "t.yaml:3:3: unknown key 'health.x'",
@@ -387,12 +414,16 @@ static void test_bad_values(void **state)
 		const char *text;
 		const char *part1, *part2;
 	} cases[] = {
-		{ "log_level: loud", "t.yaml:1:12: key 'log_level': expected one of error, warn, "
-		  "info, debug, got 'loud'", NULL },
+		{ "log_level: loud",
+		  "t.yaml:1:12: key 'log_level': expected one of error, warn, "
+		  "info, debug, got 'loud'",
+		  NULL },
 		{ "log_level: Info", "key 'log_level'", "did you mean 'info'?" },
 		{ "log_level: 3", "key 'log_level'", "got '3'" },
-		{ "key_file: etc/key", "t.yaml:1:11: key 'key_file': expected an absolute path "
-		  "(starting with '/'), got 'etc/key'", NULL },
+		{ "key_file: etc/key",
+		  "t.yaml:1:11: key 'key_file': expected an absolute path "
+		  "(starting with '/'), got 'etc/key'",
+		  NULL },
 		{ "key_file: \"\"", "key 'key_file': expected an absolute path", NULL },
 		{ "key_file:", "key 'key_file': expected a string, got nothing (null)", NULL },
 		{ "key_file: [a]", "key 'key_file': expected a string, got a list", NULL },
@@ -408,38 +439,52 @@ static void test_bad_values(void **state)
 		  "got 'topo'" },
 		{ "placement: [mode]", "key 'placement': expected the 'placement' section",
 		  "got a list" },
-		{ "placement:\n  mode: \"\"", "key 'placement.mode': expected one of topo, block, "
-		  "off", NULL },
-		{ "placement:\n  topology_conf: topology.conf", "t.yaml:2:18: key "
-		  "'placement.topology_conf': expected an absolute path", "\"\" for the default" },
+		{ "placement:\n  mode: \"\"",
+		  "key 'placement.mode': expected one of topo, block, "
+		  "off",
+		  NULL },
+		{ "placement:\n  topology_conf: topology.conf",
+		  "t.yaml:2:18: key "
+		  "'placement.topology_conf': expected an absolute path",
+		  "\"\" for the default" },
 		{ "isolation:\n  mode: gpu", "key 'isolation.mode': expected one of job, task, off",
 		  NULL },
 		{ "isolation:\n  allow_off: 1", "key 'isolation.allow_off': expected true or false",
 		  NULL },
-		{ "isolation:\n  proc_root: proc", "key 'isolation.proc_root': expected an absolute "
-		  "path", NULL },
-		{ "isolation:\n  proc_root: \"\"", "key 'isolation.proc_root': expected an absolute "
-		  "path", NULL },
-		{ "isolation:\n  alow_off: true", "unknown key 'isolation.alow_off'; known keys in "
-		  "'isolation': mode, allow_off, proc_root", "did you mean 'allow_off'?" },
+		{ "isolation:\n  proc_root: proc",
+		  "key 'isolation.proc_root': expected an absolute "
+		  "path",
+		  NULL },
+		{ "isolation:\n  proc_root: \"\"",
+		  "key 'isolation.proc_root': expected an absolute "
+		  "path",
+		  NULL },
+		{ "isolation:\n  alow_off: true",
+		  "unknown key 'isolation.alow_off'; known keys in "
+		  "'isolation': mode, allow_off, proc_root",
+		  "did you mean 'allow_off'?" },
 		{ "health:\n  enabled: 1", "key 'health.enabled': expected true or false, got '1'",
 		  NULL },
 		{ "health:\n  enabled: \"true\"", "key 'health.enabled'", "remove the quotes" },
 		{ "health:\n  drain_on_failure: maybe", "key 'health.drain_on_failure'", NULL },
-		{ "health:\n  timeout: 0", "t.yaml:2:12: key 'health.timeout': expected an integer "
-		  "from 1 to 3600, got '0'; out of range", NULL },
+		{ "health:\n  timeout: 0",
+		  "t.yaml:2:12: key 'health.timeout': expected an integer "
+		  "from 1 to 3600, got '0'; out of range",
+		  NULL },
 		{ "health:\n  timeout: 3601", "from 1 to 3600", NULL },
 		{ "health:\n  timeout: 1.5", "key 'health.timeout'", "whole numbers only" },
 		{ "health:\n  timeout: \"30\"", "key 'health.timeout'", "remove the quotes" },
 		{ "health:\n  timeout: 30s", "key 'health.timeout'", "decimal digits only" },
-		{ "health:\n  timeout: 9223372036854775808", "key 'health.timeout'", "out of range" },
+		{ "health:\n  timeout: 9223372036854775808", "key 'health.timeout'",
+		  "out of range" },
 		{ "health:\n  timeout: -9223372036854775809", "key 'health.timeout'",
 		  "out of range" },
 		{ "health:\n  timeout: 4294967326", "key 'health.timeout'", "out of range" },
 		{ "health:\n  timeout: 1e999", "key 'health.timeout'", NULL },
 		{ "health:\n  timeout: -0", "key 'health.timeout'", "got '-0'" },
 		{ "health:\n  timeout: 030", "key 'health.timeout'", "leading zeros" },
-		{ "ckptd:\n  listen: 7720", "key 'ckptd.listen': expected HOST:PORT", "no ':PORT'" },
+		{ "ckptd:\n  listen: 7720", "key 'ckptd.listen': expected HOST:PORT",
+		  "no ':PORT'" },
 		{ "ckptd:\n  listen: \":7720\"", "key 'ckptd.listen'", "no host" },
 		{ "ckptd:\n  listen: host:0", "key 'ckptd.listen'", "from 1 to 65535" },
 		{ "ckptd:\n  listen: host:65536", "key 'ckptd.listen'", "from 1 to 65535" },
@@ -455,20 +500,31 @@ static void test_bad_values(void **state)
 		{ "ckptd:\n  address: host", "key 'ckptd.address'", "no ':PORT'" },
 		{ "ckptd:\n  socket: run/x.sock", "key 'ckptd.socket': expected an absolute path",
 		  NULL },
-		{ "ckptd:\n  socket: /run/phalanx/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-		  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.sock", "key 'ckptd.socket': "
-		  "value is 122 bytes long, at most 107 allowed", "sockaddr_un" },
-		{ "checkpoint:\n  keep: 0", "key 'checkpoint.keep': expected an integer from 1 to "
-		  "1000", NULL },
+		{ "ckptd:\n  socket: "
+		  "/run/phalanx/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+		  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.sock",
+		  "key 'ckptd.socket': "
+		  "value is 122 bytes long, at most 107 allowed",
+		  "sockaddr_un" },
+		{ "checkpoint:\n  keep: 0",
+		  "key 'checkpoint.keep': expected an integer from 1 to "
+		  "1000",
+		  NULL },
 		{ "checkpoint:\n  keep: 1001", "from 1 to 1000", NULL },
-		{ "launcher:\n  hang_timeout: 9", "key 'launcher.hang_timeout': expected an integer "
-		  "from 10 to 86400", NULL },
+		{ "launcher:\n  hang_timeout: 9",
+		  "key 'launcher.hang_timeout': expected an integer "
+		  "from 10 to 86400",
+		  NULL },
 		{ "launcher:\n  hang_timeout: 86401", "from 10 to 86400", NULL },
-		{ "launcher:\n  max_restarts: -1", "key 'launcher.max_restarts': expected an integer "
-		  "from 0 to 1000", NULL },
+		{ "launcher:\n  max_restarts: -1",
+		  "key 'launcher.max_restarts': expected an integer "
+		  "from 0 to 1000",
+		  NULL },
 		{ "launcher:\n  max_restarts: 1001", "from 0 to 1000", NULL },
-		{ "- log_level: info", "t.yaml:1:1: expected settings ('name: value' lines) at the "
-		  "top level, got a list", NULL },
+		{ "- log_level: info",
+		  "t.yaml:1:1: expected settings ('name: value' lines) at the "
+		  "top level, got a list",
+		  NULL },
 		{ "just words", "t.yaml:1:1: expected settings", "got a single value" },
 		{ "\"\"", "t.yaml:1:1: expected settings", NULL },
 	};
@@ -484,7 +540,9 @@ static void test_edge_values(void **state)
 	assert_int_equal(load("health:\n  timeout: 1\ncheckpoint:\n  keep: +1\n"
 			      "launcher:\n  hang_timeout: 86400\n  max_restarts: 1000\n"
 			      "ckptd:\n  listen: \"localhost:1\"\n  address: \"[fe80::1]:65535\"\n"
-			      "  socket: '/s'\n", &conf), 0);
+			      "  socket: '/s'\n",
+			      &conf),
+			 0);
 	assert_int_equal(conf.health.timeout_s, 1);
 	assert_int_equal(conf.checkpoint.keep, 1);
 	assert_int_equal(conf.launcher.hang_timeout_s, 86400);
@@ -494,7 +552,9 @@ static void test_edge_values(void **state)
 	assert_string_equal(conf.ckptd.socket, "/s");
 	phx_conf_free(&conf);
 	assert_int_equal(load("launcher:\n  max_restarts: -0\nckptd:\n  address: \"\"\n"
-			      "placement:\n  topology_conf: ''\n", &conf), 0);
+			      "placement:\n  topology_conf: ''\n",
+			      &conf),
+			 0);
 	assert_int_equal(conf.launcher.max_restarts, 0);
 	assert_string_equal(conf.ckptd.address, "");
 	phx_conf_free(&conf);
@@ -536,19 +596,23 @@ static void test_hostile_input(void **state)
 	refused("log_level: info\n---\nlog_level: debug\n", "t.yaml:2:1: a second document", NULL);
 	refused("log_level: info\nlog_level: debug\n",
 		"t.yaml:2:1: duplicate key 'log_level' (first at line 1)", NULL);
-	refused("health:\n  timeout: 5\nhealth:\n  enabled: no\n", "t.yaml:3:1: duplicate key", NULL);
+	refused("health:\n  timeout: 5\nhealth:\n  enabled: no\n", "t.yaml:3:1: duplicate key",
+		NULL);
 	refused("health:\n\ttimeout: 5\n", "t.yaml:2:1: tab character", NULL);
-	refused("fabric: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+	refused("fabric: "
+		"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+		"]",
 		"t.yaml:1:40: nested more than 32 levels deep", NULL);
 	refused("log_level: !!binary aW5mbw==\n", "t.yaml:1:12: tag", NULL);
 	refused("key_file: \"/a\\0b\"\n", "t.yaml:1:11: a value holds a NUL character", NULL);
 	refused("log_level: \xc3\x28\n", "t.yaml:1:", "UTF-8");
 	refused("log_level: info\n? [a]\n: b\n", "t.yaml:2:3: a mapping key must be a plain word",
 		NULL);
-	assert_int_equal(phx_conf_load_buffer("t.yaml", "log_level: info\0x", 17, &conf, err,
-					      sizeof(err)), -1);
+	assert_int_equal(
+		phx_conf_load_buffer("t.yaml", "log_level: info\0x", 17, &conf, err, sizeof(err)),
+		-1);
 	assert_string_equal(err, "t.yaml:1:16: NUL byte; the file must be UTF-8 text "
-			    "(UTF-16 is not supported)");
+				 "(UTF-16 is not supported)");
 	assert_defaults(&conf);
 	phx_conf_free(&conf);
 	assert_int_equal(load("\xef\xbb\xbflog_level: debug\nhealth:\n  timeout: 7\n", &conf), 0);
@@ -598,8 +662,10 @@ static void test_load_file(void **state)
 	assert_int_equal(write(fd, "  mode: off\n", 12), 12);
 	close(fd);
 	assert_int_equal(phx_conf_load_file(path, &conf, err, sizeof(err)), -1);
-	snprintf(want, sizeof(want), "%s:3:3: duplicate key 'mode' (first at line 2); "
-		 "keep one of them", path);
+	snprintf(want, sizeof(want),
+		 "%s:3:3: duplicate key 'mode' (first at line 2); "
+		 "keep one of them",
+		 path);
 	assert_string_equal(err, want);
 	assert_defaults(&conf);
 	phx_conf_free(&conf);
@@ -642,7 +708,7 @@ static void test_mode_names(void **state)
 	assert_string_equal(phx_isolate_mode_name(PHX_ISOLATE_JOB), "job");
 	assert_string_equal(phx_isolate_mode_name(PHX_ISOLATE_TASK), "task");
 	assert_string_equal(phx_isolate_mode_name(PHX_ISOLATE_OFF), "off");
-	assert_string_equal(phx_isolate_mode_name((enum phx_isolate_mode)-1), "unknown");
+	assert_string_equal(phx_isolate_mode_name((enum phx_isolate_mode) - 1), "unknown");
 }
 
 /* health.ib: a boolean in any spelling, or auto. */
@@ -654,8 +720,8 @@ static void test_tristate(void **state)
 	} good[] = {
 		{ "health: {ib: auto}", PHX_TRI_AUTO }, { "health: {ib: \"auto\"}", PHX_TRI_AUTO },
 		{ "health: {ib: true}", PHX_TRI_TRUE }, { "health: {ib: Yes}", PHX_TRI_TRUE },
-		{ "health: {ib: on}", PHX_TRI_TRUE },   { "health: {ib: false}", PHX_TRI_FALSE },
-		{ "health: {ib: NO}", PHX_TRI_FALSE },  { "health: {ib: off}", PHX_TRI_FALSE },
+		{ "health: {ib: on}", PHX_TRI_TRUE },	{ "health: {ib: false}", PHX_TRI_FALSE },
+		{ "health: {ib: NO}", PHX_TRI_FALSE },	{ "health: {ib: off}", PHX_TRI_FALSE },
 	};
 	struct phx_conf conf;
 
@@ -665,8 +731,10 @@ static void test_tristate(void **state)
 		assert_int_equal(conf.health.ib, good[i].want);
 		phx_conf_free(&conf);
 	}
-	refused("health:\n  ib: maybe", "t.yaml:2:7: key 'health.ib': expected one of auto, true, "
-		"false, got 'maybe'", NULL);
+	refused("health:\n  ib: maybe",
+		"t.yaml:2:7: key 'health.ib': expected one of auto, true, "
+		"false, got 'maybe'",
+		NULL);
 	refused("health:\n  ib: atuo", "key 'health.ib'", "did you mean 'auto'?");
 	refused("health:\n  ib: 1", "key 'health.ib'", "got '1'");
 	refused("health:\n  ib:", "key 'health.ib'", NULL);
@@ -691,7 +759,9 @@ static void test_lists_and_patterns(void **state)
 	assert_int_equal(conf.health.paths.n, 0);
 	phx_conf_free(&conf);
 	assert_int_equal(load("health:\n  paths: [/a, \"/b c\", '/d#e']\n"
-			      "  gpu_device: \"\"\n  sysfs_root: /x/%n/%%\n", &conf), 0);
+			      "  gpu_device: \"\"\n  sysfs_root: /x/%n/%%\n",
+			      &conf),
+			 0);
 	assert_int_equal(conf.health.paths.n, 3);
 	assert_string_equal(conf.health.paths.items[2], "/d#e");
 	assert_string_equal(conf.health.gpu_device, "");
@@ -700,33 +770,37 @@ static void test_lists_and_patterns(void **state)
 	phx_conf_free(&back);
 	phx_conf_free(&conf);
 
-	refused("health:\n  paths: /ckpt", "t.yaml:2:10: key 'health.paths': expected a list of "
-		"absolute paths, like [/a, /b], got a single value", NULL);
+	refused("health:\n  paths: /ckpt",
+		"t.yaml:2:10: key 'health.paths': expected a list of "
+		"absolute paths, like [/a, /b], got a single value",
+		NULL);
 	refused("health:\n  paths: {a: 1}", "key 'health.paths'", "got a mapping");
-	refused("health:\n  paths: [/a, ckpt]", "t.yaml:2:15: key 'health.paths[1]': expected an "
-		"absolute path", NULL);
+	refused("health:\n  paths: [/a, ckpt]",
+		"t.yaml:2:15: key 'health.paths[1]': expected an "
+		"absolute path",
+		NULL);
 	refused("health:\n  paths: [/a, \"\"]", "key 'health.paths[1]': expected an absolute path",
 		NULL);
 	refused("health:\n  paths: [/a, [/b]]", "key 'health.paths[1]': expected a string", NULL);
 	refused("health:\n  paths: [/a, ~]", "key 'health.paths[1]': expected a string", NULL);
-	refused("health:\n  paths: [\"/a\\nb\"]", "key 'health.paths[0]': control character",
-		NULL);
-	refused("health:\n  paths: [/ckpt/%n]", "key 'health.paths[0]': in '/ckpt/%n': '%n' is "
+	refused("health:\n  paths: [\"/a\\nb\"]", "key 'health.paths[0]': control character", NULL);
+	refused("health:\n  paths: [/ckpt/%n]",
+		"key 'health.paths[0]': in '/ckpt/%n': '%n' is "
 		"not known here; use %u for a number, %j for the job id, %% for a percent sign",
 		NULL);
 	refused("health:\n  paths: [/ckpt/50%]", "'%' is not known here", NULL);
-	refused("health:\n  gpu_device: /dev/nvidia", "key 'health.gpu_device'",
-		"exactly one %u");
+	refused("health:\n  gpu_device: /dev/nvidia", "key 'health.gpu_device'", "exactly one %u");
 	refused("health:\n  gpu_device: /dev/%u/nvidia%u", "exactly one %u", NULL);
-	refused("health:\n  gpu_device: /dev/nvidia%d", "'%d' is not known here; use %u for a "
-		"number, %% for a percent sign", NULL);
+	refused("health:\n  gpu_device: /dev/nvidia%d",
+		"'%d' is not known here; use %u for a "
+		"number, %% for a percent sign",
+		NULL);
 	refused("health:\n  gpu_device: nvidia%u", "expected an absolute path", NULL);
 	refused("health:\n  sysfs_root: /srv/%u/sys", "key 'health.sysfs_root'",
 		"use %n for the node name");
 	refused("health:\n  dev_root: \"\"", "key 'health.dev_root': expected an absolute path",
 		NULL);
-	refused("health:\n  command: nhc", "key 'health.command': expected an absolute path",
-		NULL);
+	refused("health:\n  command: nhc", "key 'health.command': expected an absolute path", NULL);
 	/* Outside patterns a percent sign is just a character. */
 	assert_int_equal(load("health:\n  command: \"/bin/echo 100%\"\n", &conf), 0);
 	assert_string_equal(conf.health.command, "/bin/echo 100%");
@@ -739,8 +813,10 @@ static void test_lists_and_patterns(void **state)
 		used += (size_t)snprintf(buf + used, cap - used, "    - /p%d\n", i);
 	refused(buf, "key 'health.paths': 65 entries, at most 64 allowed", NULL);
 	free(buf);
-	refused("health:\n  gpu_count: 1025", "key 'health.gpu_count': expected an integer from "
-		"0 to 1024", NULL);
+	refused("health:\n  gpu_count: 1025",
+		"key 'health.gpu_count': expected an integer from "
+		"0 to 1024",
+		NULL);
 	refused("health:\n  gpu_count: -1", "key 'health.gpu_count'", NULL);
 	refused("health:\n  ib_min_rate_gbps: 100001", "key 'health.ib_min_rate_gbps'", NULL);
 	refused("health:\n  min_free_gb: -5", "key 'health.min_free_gb'", NULL);

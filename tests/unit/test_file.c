@@ -123,7 +123,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_write_read_roundtrip, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_write_failure_leaves_old_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_write_failure_leaves_old_file, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_read_limits, setup, teardown),
 		cmocka_unit_test(test_read_proc_file),
 	};

@@ -113,7 +113,7 @@ static void quiet_conf(struct phx_conf *c)
 }
 
 static const struct phx_health_result *run1(const struct phx_conf *c,
-					     const struct phx_health_ctx *ctx, const char *name)
+					    const struct phx_health_ctx *ctx, const char *name)
 {
 	static struct phx_health_report rep;
 	const struct phx_health_result *r;
@@ -149,8 +149,9 @@ static int teardown(void **state)
 
 static void test_expand(void **state)
 {
-	struct phx_health_ctx ctx = { .node = "node7", .job_id = 42, .uid = 1000,
-				      .have_uid = true };
+	struct phx_health_ctx ctx = {
+		.node = "node7", .job_id = 42, .uid = 1000, .have_uid = true
+	};
 	char out[64];
 
 	assert_int_equal(phx_health_expand("/c/%u/%j/%n/100%%", &ctx, out, sizeof(out)), 0);
@@ -160,7 +161,8 @@ static void test_expand(void **state)
 	assert_int_equal(phx_health_expand("/c/%x", &ctx, out, sizeof(out)), -EINVAL);
 	assert_int_equal(phx_health_expand("/c/%", &ctx, out, sizeof(out)), -EINVAL);
 	assert_int_equal(phx_health_expand("/c/%u/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-					   "aaaaaaaaaaaaaaaaaaaa", &ctx, out, sizeof(out)),
+					   "aaaaaaaaaaaaaaaaaaaa",
+					   &ctx, out, sizeof(out)),
 			 -ENAMETOOLONG);
 	ctx.have_uid = false;
 	assert_int_equal(phx_health_expand("/c/%u", &ctx, out, sizeof(out)), -ENOENT);
@@ -352,7 +354,8 @@ static void test_disk(void **state)
 	/* The job's directory does not exist yet: its parent's file system counts. */
 	set_paths(&c, p1, NULL);
 	expect(run1(&c, &ctx, "disk"), PHX_HEALTH_FAIL, "/ckpt/1000/42: ");
-	expect(run1(&c, &ctx, "disk"), PHX_HEALTH_FAIL, "GiB free, health.min_free_gb is "
+	expect(run1(&c, &ctx, "disk"), PHX_HEALTH_FAIL,
+	       "GiB free, health.min_free_gb is "
 	       "1000000000");
 	/* Nothing was created on the way. */
 	assert_int_equal(stat(at("ckpt/1000"), &st), -1);
@@ -502,7 +505,8 @@ static void test_command(void **state)
 	command(&c, "fan", "echo; echo 'fan 3 failed'; echo second; exit 1", NULL);
 	expect(run1(&c, &ctx, "command"), PHX_HEALTH_FAIL, "fan 3 failed (exit status 1)");
 	command(&c, "quiet", "exit 4", NULL);
-	expect(run1(&c, &ctx, "command"), PHX_HEALTH_FAIL, "failed with exit status 4 and "
+	expect(run1(&c, &ctx, "command"), PHX_HEALTH_FAIL,
+	       "failed with exit status 4 and "
 	       "printed nothing");
 	command(&c, "stderr", "echo 'on stderr' >&2; exit 1", NULL);
 	expect(run1(&c, &ctx, "command"), PHX_HEALTH_FAIL, "on stderr");
@@ -512,16 +516,20 @@ static void test_command(void **state)
 	expect(run1(&c, &ctx, "command"), PHX_HEALTH_FAIL, "[a][b]");
 	/* An empty environment, but for a safe PATH, the job and the node. */
 	setenv("PHX_TEST_SECRET", "leaked", 1);
-	command(&c, "env", "echo \"$SLURM_JOB_ID $SLURMD_NODENAME ${HOME:-nohome} "
-		"${PHX_TEST_SECRET:-clean} $PATH\"; exit 1", NULL);
+	command(&c, "env",
+		"echo \"$SLURM_JOB_ID $SLURMD_NODENAME ${HOME:-nohome} "
+		"${PHX_TEST_SECRET:-clean} $PATH\"; exit 1",
+		NULL);
 	expect(run1(&c, &ctx, "command"), PHX_HEALTH_FAIL,
 	       "42 node9 nohome clean /usr/sbin:/usr/bin:/sbin:/bin (exit status 1)");
 	unsetenv("PHX_TEST_SECRET");
 	/* No descriptor of the caller leaks into it. */
 	leak = open("/dev/null", O_RDONLY);
 	assert_true(leak > 2);
-	snprintf(body, sizeof(body), "if [ -e /proc/self/fd/%d ]; then echo leaked; exit 1; fi; "
-		 "read x && echo stdin; exit 0", leak);
+	snprintf(body, sizeof(body),
+		 "if [ -e /proc/self/fd/%d ]; then echo leaked; exit 1; fi; "
+		 "read x && echo stdin; exit 0",
+		 leak);
 	command(&c, "fds", body, NULL);
 	expect(run1(&c, &ctx, "command"), PHX_HEALTH_PASS, NULL);
 	close(leak);
@@ -610,8 +618,8 @@ static void test_command_trust(void **state)
 /* ------------------------------------------------------------ nvml */
 
 static const char *const nvml_env[] = {
-	"FAKE_NVML_COUNT", "FAKE_NVML_INIT_FAIL", "FAKE_NVML_CRASH", "FAKE_NVML_HANG",
-	"FAKE_NVML_LOST", "FAKE_NVML_ECC", "FAKE_NVML_PENDING", "FAKE_NVML_REMAP_FAIL",
+	"FAKE_NVML_COUNT",	 "FAKE_NVML_INIT_FAIL", "FAKE_NVML_CRASH",   "FAKE_NVML_HANG",
+	"FAKE_NVML_LOST",	 "FAKE_NVML_ECC",	"FAKE_NVML_PENDING", "FAKE_NVML_REMAP_FAIL",
 	"FAKE_NVML_NVLINK_DOWN", "FAKE_NVML_NO_NVLINK",
 };
 

@@ -37,9 +37,11 @@ static void test_parse(void **state)
 	static const struct {
 		const char *in, *out;
 	} good[] = {
-		{ "", "" }, { "0", "0" }, { "7", "7" }, { "0,1", "0,1" }, { "0,2-3", "0,2,3" },
-		{ "5-5", "5" }, { "3,1,2", "3,1,2" }, { "6-7,0-1", "6,7,0,1" },
-		{ "255", "255" }, { "010", "10" },
+		{ "", "" },	      { "0", "0" },
+		{ "7", "7" },	      { "0,1", "0,1" },
+		{ "0,2-3", "0,2,3" }, { "5-5", "5" },
+		{ "3,1,2", "3,1,2" }, { "6-7,0-1", "6,7,0,1" },
+		{ "255", "255" },     { "010", "10" },
 	};
 	struct phx_gpus g;
 	char buf[2048];
@@ -62,14 +64,26 @@ static void test_parse_refused(void **state)
 	} bad[] = {
 		{ "NoDevFiles", "not a list of GPU numbers" },
 		{ "GPU-8f4c1e2a-5b6d-4c3e-9a1b-2c3d4e5f6a7b", "not a list" },
-		{ ",", "not a list" }, { "0,", "not a list" }, { ",0", "not a list" },
-		{ "0,,1", "not a list" }, { "0-", "not a list" }, { "-1", "not a list" },
-		{ "0--1", "not a list" }, { "0-1-2", "not a list" }, { " 0", "not a list" },
-		{ "0 ", "not a list" }, { "0x1", "not a list" }, { "+1", "not a list" },
-		{ "1.5", "not a list" }, { "3-1", "runs backwards" },
-		{ "256", "out of range (0 to 255)" }, { "0-256", "out of range" },
-		{ "99999999999999999999", "out of range" }, { "4294967297", "out of range" },
-		{ "1,1", "listed twice" }, { "0-3,2", "listed twice" },
+		{ ",", "not a list" },
+		{ "0,", "not a list" },
+		{ ",0", "not a list" },
+		{ "0,,1", "not a list" },
+		{ "0-", "not a list" },
+		{ "-1", "not a list" },
+		{ "0--1", "not a list" },
+		{ "0-1-2", "not a list" },
+		{ " 0", "not a list" },
+		{ "0 ", "not a list" },
+		{ "0x1", "not a list" },
+		{ "+1", "not a list" },
+		{ "1.5", "not a list" },
+		{ "3-1", "runs backwards" },
+		{ "256", "out of range (0 to 255)" },
+		{ "0-256", "out of range" },
+		{ "99999999999999999999", "out of range" },
+		{ "4294967297", "out of range" },
+		{ "1,1", "listed twice" },
+		{ "0-3,2", "listed twice" },
 	};
 	struct phx_gpus g;
 
@@ -101,8 +115,8 @@ static void test_has_rank(void **state)
 	assert_int_equal(phx_gpus_rank(&g, 0), -1);
 }
 
-static void selected(enum phx_isolate_mode mode, const char *alloc, unsigned task,
-		     unsigned ntasks, const char *want)
+static void selected(enum phx_isolate_mode mode, const char *alloc, unsigned task, unsigned ntasks,
+		     const char *want)
 {
 	struct phx_gpus a = list(alloc), v;
 
@@ -204,17 +218,16 @@ static void test_cuda(void **state)
 
 static void test_info_minor(void **state)
 {
-	static const char real[] =
-		"Model: \t\t NVIDIA H100 80GB HBM3\n"
-		"IRQ:   \t\t 470\n"
-		"GPU UUID: \t GPU-8f4c1e2a-5b6d-4c3e-9a1b-2c3d4e5f6a7b\n"
-		"Video BIOS: \t 96.00.99.00.01\n"
-		"Bus Type: \t PCIe\n"
-		"DMA Size: \t 52 bits\n"
-		"DMA Mask: \t 0xfffffffffffff\n"
-		"Bus Location: \t 0000:1b:00.0\n"
-		"Device Minor: \t 3\n"
-		"GPU Excluded:\t No\n";
+	static const char real[] = "Model: \t\t NVIDIA H100 80GB HBM3\n"
+				   "IRQ:   \t\t 470\n"
+				   "GPU UUID: \t GPU-8f4c1e2a-5b6d-4c3e-9a1b-2c3d4e5f6a7b\n"
+				   "Video BIOS: \t 96.00.99.00.01\n"
+				   "Bus Type: \t PCIe\n"
+				   "DMA Size: \t 52 bits\n"
+				   "DMA Mask: \t 0xfffffffffffff\n"
+				   "Bus Location: \t 0000:1b:00.0\n"
+				   "Device Minor: \t 3\n"
+				   "GPU Excluded:\t No\n";
 	unsigned minor = 99;
 
 	assert_int_equal(phx_gpu_info_minor(real, &minor), 0);
@@ -293,14 +306,10 @@ static void test_cuda_own_first(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse),
-		cmocka_unit_test(test_parse_refused),
-		cmocka_unit_test(test_has_rank),
-		cmocka_unit_test(test_select),
-		cmocka_unit_test(test_hidden),
-		cmocka_unit_test(test_cuda),
-		cmocka_unit_test(test_info_minor),
-		cmocka_unit_test(test_path),
+		cmocka_unit_test(test_parse),	       cmocka_unit_test(test_parse_refused),
+		cmocka_unit_test(test_has_rank),       cmocka_unit_test(test_select),
+		cmocka_unit_test(test_hidden),	       cmocka_unit_test(test_cuda),
+		cmocka_unit_test(test_info_minor),     cmocka_unit_test(test_path),
 		cmocka_unit_test(test_cuda_own_first),
 	};
 

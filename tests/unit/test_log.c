@@ -101,7 +101,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_prefix_and_levels, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_filtering, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_trailing_newline_and_truncation, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trailing_newline_and_truncation, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_level_parse, setup, teardown),
 	};
 

@@ -25,7 +25,10 @@ static struct phx_plan *plan_for(const char *spec, char **nodes, size_t n, unsig
 	struct phx_plan *plan;
 	char err[512];
 	struct phx_place_input in = {
-		.nodes = nodes, .n_nodes = n, .gpus_per_node = gpn, .layout = &layout,
+		.nodes = nodes,
+		.n_nodes = n,
+		.gpus_per_node = gpn,
+		.layout = &layout,
 	};
 
 	assert_int_equal(phx_fabric_parse(NULL, NULL, 0, "topology.conf", topology,

@@ -43,7 +43,8 @@ static void test_known_answer(void **state)
 	fixed_key(&key);
 	/* HMAC-SHA256(00..1f, "phalanx-job-token:v1:4242:1000"), computed independently. */
 	assert_int_equal(phx_token_mint(&key, 4242, 1000, token), 0);
-	assert_string_equal(token, "3c7a73714ae61cafa5012acf39c4e39748d51dd02e10f4ee7ba80aa19c3edee0");
+	assert_string_equal(token,
+			    "3c7a73714ae61cafa5012acf39c4e39748d51dd02e10f4ee7ba80aa19c3edee0");
 	assert_true(phx_token_verify(&key, 4242, 1000, token));
 }
 

@@ -489,8 +489,7 @@ static void test_malformed_buffer(void **state)
 }
 
 /* Loads the fixture with its first from replaced by to; expects a refusal. */
-static void expect_refused(const char *fixture, const char *from, const char *to,
-			   const char *want)
+static void expect_refused(const char *fixture, const char *from, const char *to, const char *want)
 {
 	struct phx_node_topo *t = (struct phx_node_topo *)&t;
 	char err[512];
@@ -517,8 +516,7 @@ static void test_hwloc_crashers(void **state)
 	/* A set starting with ',' (an assertion in hwloc_bitmap_sscanf). */
 	expect_refused("skewed.xml", "complete_nodeset=\"0x00000001\"",
 		       "complete_nodeset=\",x00000001\"", "malformed CPU or NUMA node set");
-	expect_refused("skewed.xml", "cpuset=\"0x00000002\"", "cpuset=\"0x0000000,\"",
-		       "malformed");
+	expect_refused("skewed.xml", "cpuset=\"0x00000002\"", "cpuset=\"0x0000000,\"", "malformed");
 	/* A <topology tag that never closes (hwloc's own parser). */
 	expect_refused("skewed.xml", "<topology version=\"2.0\">", "<topology version=\"2.0\"/",
 		       "<topology> tag does not end");
@@ -556,23 +554,39 @@ struct real_node {
  * tests/data/hwloc/README.md for the reasoning on each node).
  */
 static const struct real_node real_nodes[] = {
-	{ "jwb0001.xml", 4, 4, 8, 96,
+	{ "jwb0001.xml",
+	  4,
+	  4,
+	  8,
+	  96,
 	  { { "0000:03:00.0", "mlx5_1", PHX_PROX_PCIE_SWITCH },
 	    { "0000:44:00.0", "mlx5_0", PHX_PROX_PCIE_SWITCH },
 	    { "0000:84:00.0", "mlx5_3", PHX_PROX_PCIE_SWITCH },
 	    { "0000:c4:00.0", "mlx5_2", PHX_PROX_PCIE_SWITCH } } },
-	{ "jrc0323.xml", 4, 4, 8, 256,
+	{ "jrc0323.xml",
+	  4,
+	  4,
+	  8,
+	  256,
 	  { { "0000:03:00.0", "mlx5_0", PHX_PROX_PCIE_SWITCH },
 	    { "0000:44:00.0", "mlx5_1", PHX_PROX_PCIE_SWITCH },
 	    { "0000:84:00.0", "mlx5_2", PHX_PROX_PCIE_SWITCH },
 	    { "0000:c4:00.0", "mlx5_3", PHX_PROX_PCIE_SWITCH } } },
 	/* mlx5_0's only port was down when recorded: every GPU uses mlx5_1. */
-	{ "mel2001.xml", 4, 2, 8, 128,
+	{ "mel2001.xml",
+	  4,
+	  2,
+	  8,
+	  128,
 	  { { "0000:03:00.0", "mlx5_1", PHX_PROX_NUMA_DISTANCE },
 	    { "0000:44:00.0", "mlx5_1", PHX_PROX_NUMA_DISTANCE },
 	    { "0000:84:00.0", "mlx5_1", PHX_PROX_PCIE_SWITCH },
 	    { "0000:c3:00.0", "mlx5_1", PHX_PROX_NUMA_DISTANCE } } },
-	{ "jwc09n003.xml", 4, 2, 2, 80,
+	{ "jwc09n003.xml",
+	  4,
+	  2,
+	  2,
+	  80,
 	  { { "0000:5d:00.0", "mlx5_0", PHX_PROX_PCIE_SWITCH },
 	    { "0000:5e:00.0", "mlx5_0", PHX_PROX_PCIE_SWITCH },
 	    { "0000:88:00.0", "mlx5_1", PHX_PROX_PCIE_SWITCH },
@@ -635,7 +649,10 @@ static void test_real_jwb0001_details(void **state)
 }
 
 /* Named after the file, so a skip or failure says which node. */
-#define REAL(i, name) { "test_real_" name, test_real_node, NULL, NULL, (void *)&real_nodes[i] }
+#define REAL(i, name)                                                                              \
+	{                                                                                          \
+		"test_real_" name, test_real_node, NULL, NULL, (void *)&real_nodes[i]              \
+	}
 
 int main(void)
 {

@@ -64,7 +64,8 @@ static void has(const char *s, const char *part)
 static void test_empty_documents(void **state)
 {
 	static const char *const empty[] = {
-		"", "\n\n", "# only a comment\n  # and another\n", "---\n", "--- ~\n", "null\n",
+		"",	      "\n\n",	      "# only a comment\n  # and another\n",
+		"---\n",      "--- ~\n",      "null\n",
 		"---\n...\n", "\xef\xbb\xbf", "\xef\xbb\xbf# bom and comment\n",
 	};
 
@@ -168,7 +169,8 @@ static void test_aliases_and_anchors(void **state)
 	/* The billion laughs: refused at the first anchor, nothing expanded. */
 	refused("a: &a [\"lol\",\"lol\",\"lol\"]\n"
 		"b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
-		"c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n", "t.yaml:1:4: anchor");
+		"c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n",
+		"t.yaml:1:4: anchor");
 	refused("<<: *base\n", "t.yaml:1:5: alias");
 }
 
@@ -317,7 +319,10 @@ static void test_bytes(void **state)
 	refused_len("a: 1\0\n", 6, "t.yaml:1:5: NUL byte");
 	refused_len("a: 1\nb: x\0y\n", 12, "t.yaml:2:5: NUL byte");
 	/* UTF-16 text (here with a BOM) has NUL bytes everywhere. */
-	refused_len("\xff\xfe" "a\0:\0 \0" "1\0", 10, "t.yaml:1:4: NUL byte");
+	refused_len("\xff\xfe"
+		    "a\0:\0 \0"
+		    "1\0",
+		    10, "t.yaml:1:4: NUL byte");
 	refused_len("a: \"x\\0y\"\n", 10, "t.yaml:1:4: a value holds a NUL character");
 	refused_len("\"k\\0\": 1\n", 9, "t.yaml:1:1: a key holds a NUL character");
 	refused("a: \xff\xfe\n", "t.yaml:1:4: invalid leading UTF-8 octet");
@@ -328,7 +333,8 @@ static void test_bytes(void **state)
 
 static void test_bom_and_utf8(void **state)
 {
-	struct phx_ydoc *doc = load("\xef\xbb\xbf" "a: 1\nname: \"h\xc3\xa9llo \xe2\x9c\x93\"\n");
+	struct phx_ydoc *doc = load("\xef\xbb\xbf"
+				    "a: 1\nname: \"h\xc3\xa9llo \xe2\x9c\x93\"\n");
 
 	assert_non_null(doc);
 	assert_string_equal(phx_ynode_get(doc->root, "a")->value, "1");
@@ -338,8 +344,12 @@ static void test_bom_and_utf8(void **state)
 	refused("a: [\xc3\xa9\xc3\xa9, *x]\n", "t.yaml:1:9: alias '*x'");
 	refused("a: \xc3\xa9\xc3\xa9\xff\n", "t.yaml:1:6: invalid leading UTF-8 octet");
 	/* The BOM takes no column. */
-	refused("\xef\xbb\xbf" "a: *x\n", "t.yaml:1:4: alias");
-	refused_len("\xef\xbb\xbf" "a: 1\0", 8, "t.yaml:1:5: NUL byte");
+	refused("\xef\xbb\xbf"
+		"a: *x\n",
+		"t.yaml:1:4: alias");
+	refused_len("\xef\xbb\xbf"
+		    "a: 1\0",
+		    8, "t.yaml:1:5: NUL byte");
 }
 
 static void test_syntax_errors(void **state)
@@ -400,8 +410,14 @@ static void test_int(void **state)
 		const char *text;
 		long long want;
 	} good[] = {
-		{ "0", 0 }, { "-0", 0 }, { "+0", 0 }, { "7", 7 }, { "+42", 42 }, { "-42", -42 },
-		{ "9223372036854775807", LLONG_MAX }, { "-9223372036854775808", LLONG_MIN },
+		{ "0", 0 },
+		{ "-0", 0 },
+		{ "+0", 0 },
+		{ "7", 7 },
+		{ "+42", 42 },
+		{ "-42", -42 },
+		{ "9223372036854775807", LLONG_MAX },
+		{ "-9223372036854775808", LLONG_MIN },
 	};
 	static const struct {
 		const char *text;
@@ -438,16 +454,16 @@ static void test_int(void **state)
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		doc = one(good[i].text, &node);
 		v = 1234;
-		assert_int_equal(phx_ynode_int(doc, node, LLONG_MIN, LLONG_MAX, &v, err,
-					       sizeof(err)), 0);
+		assert_int_equal(
+			phx_ynode_int(doc, node, LLONG_MIN, LLONG_MAX, &v, err, sizeof(err)), 0);
 		assert_true(v == good[i].want);
 		phx_ydoc_free(doc);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		doc = one(bad[i].text, &node);
 		v = 1234;
-		assert_int_equal(phx_ynode_int(doc, node, LLONG_MIN, LLONG_MAX, &v, err,
-					       sizeof(err)), -1);
+		assert_int_equal(
+			phx_ynode_int(doc, node, LLONG_MIN, LLONG_MAX, &v, err, sizeof(err)), -1);
 		assert_true(v == 1234);
 		msg_is(bad[i].text, "expected an integer, got ");
 		has(err, bad[i].why);
@@ -456,7 +472,7 @@ static void test_int(void **state)
 	doc = one("0", &node);
 	assert_int_equal(phx_ynode_int(doc, node, 1, 3600, &v, err, sizeof(err)), -1);
 	assert_string_equal(err, "t.yaml:1:4: key 'k': expected an integer from 1 to 3600, "
-			    "got '0'; out of range");
+				 "got '0'; out of range");
 	assert_int_equal(phx_ynode_int(doc, node, 1, LLONG_MAX, &v, NULL, 0), -1);
 	assert_int_equal(phx_ynode_int(doc, node, 1, LLONG_MAX, &v, err, sizeof(err)), -1);
 	has(err, "expected an integer >= 1, got '0'");
@@ -472,12 +488,20 @@ static void test_double(void **state)
 		const char *text;
 		double want;
 	} good[] = {
-		{ "0", 0 }, { "-0", 0 }, { "1.5", 1.5 }, { "-2.25", -2.25 }, { "1e3", 1000 },
-		{ "2.5E-1", 0.25 }, { ".5", 0.5 }, { "+7", 7 }, { "1.7976931348623157e308", 1.7976931348623157e308 },
+		{ "0", 0 },
+		{ "-0", 0 },
+		{ "1.5", 1.5 },
+		{ "-2.25", -2.25 },
+		{ "1e3", 1000 },
+		{ "2.5E-1", 0.25 },
+		{ ".5", 0.5 },
+		{ "+7", 7 },
+		{ "1.7976931348623157e308", 1.7976931348623157e308 },
 	};
 	static const char *const bad[] = {
-		"1e999", "-1e999", "1e-999", "inf", ".inf", "-.inf", "nan", ".nan", "0x1p3",
-		"1.5.5", "e5", "-e", ".", "1,5", "", "~", "\"1.5\"", "[1]", "{a: 1}", "1.5 m",
+		"1e999", "-1e999", "1e-999",  "inf", ".inf",   "-.inf", "nan",
+		".nan",	 "0x1p3",  "1.5.5",   "e5",  "-e",     ".",	"1,5",
+		"",	 "~",	   "\"1.5\"", "[1]", "{a: 1}", "1.5 m",
 	};
 	const struct phx_ynode *node;
 	struct phx_ydoc *doc;
@@ -485,8 +509,8 @@ static void test_double(void **state)
 
 	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
 		doc = one(good[i].text, &node);
-		assert_int_equal(phx_ynode_double(doc, node, -HUGE_VAL, HUGE_VAL, &v, err,
-						  sizeof(err)), 0);
+		assert_int_equal(
+			phx_ynode_double(doc, node, -HUGE_VAL, HUGE_VAL, &v, err, sizeof(err)), 0);
 		assert_true(v == good[i].want);
 		phx_ydoc_free(doc);
 	}
@@ -502,7 +526,7 @@ static void test_double(void **state)
 	doc = one("0.5", &node);
 	assert_int_equal(phx_ynode_double(doc, node, 1, 2, &v, err, sizeof(err)), -1);
 	assert_string_equal(err, "t.yaml:1:4: key 'k': expected a number from 1 to 2, "
-			    "got '0.5'; out of range");
+				 "got '0.5'; out of range");
 	assert_int_equal(phx_ynode_double(doc, node, 1, HUGE_VAL, &v, err, sizeof(err)), -1);
 	has(err, "a number >= 1,");
 	assert_int_equal(phx_ynode_double(doc, node, -HUGE_VAL, 0, &v, err, sizeof(err)), -1);
@@ -545,7 +569,7 @@ static void test_bool(void **state)
 	doc = one("\"yes\"", &node);
 	phx_ynode_bool(doc, node, &v, err, sizeof(err));
 	assert_string_equal(err, "t.yaml:1:4: key 'k': expected true or false, got the string "
-			    "\"yes\"; remove the quotes");
+				 "\"yes\"; remove the quotes");
 	phx_ydoc_free(doc);
 }
 
@@ -569,7 +593,7 @@ static void test_enum(void **state)
 	assert_int_equal(phx_ynode_enum(doc, node, modes, &v, err, sizeof(err)), -1);
 	assert_int_equal(v, 9);
 	assert_string_equal(err, "t.yaml:1:4: key 'k': expected one of topo, block, off, "
-			    "got 'tpoo'; did you mean 'topo'?");
+				 "got 'tpoo'; did you mean 'topo'?");
 	phx_ydoc_free(doc);
 	doc = one("Block", &node);
 	assert_int_equal(phx_ynode_enum(doc, node, modes, &v, err, sizeof(err)), -1);
@@ -595,9 +619,16 @@ static void test_string(void **state)
 		const char *text;
 		const char *want;
 	} good[] = {
-		{ "plain words", "plain words" }, { "\"\"", "" }, { "''", "" },
-		{ "\"a\\tb\"", "a\tb" }, { "'it''s'", "it's" }, { "yes", "yes" }, { "007", "007" },
-		{ "\"null\"", "null" }, { "!!str ~", "~" }, { "/a/b:c", "/a/b:c" },
+		{ "plain words", "plain words" },
+		{ "\"\"", "" },
+		{ "''", "" },
+		{ "\"a\\tb\"", "a\tb" },
+		{ "'it''s'", "it's" },
+		{ "yes", "yes" },
+		{ "007", "007" },
+		{ "\"null\"", "null" },
+		{ "!!str ~", "~" },
+		{ "/a/b:c", "/a/b:c" },
 	};
 	static const char *const bad[] = { "", "~", "null", "NULL", "[a]", "{a: b}" };
 	const struct phx_ynode *node;
@@ -620,7 +651,7 @@ static void test_string(void **state)
 	doc = one("~", &node);
 	phx_ynode_string(doc, node, &s, err, sizeof(err));
 	assert_string_equal(err, "t.yaml:1:4: key 'k': expected a string, got nothing (null); "
-			    "write \"\" for an empty string");
+				 "write \"\" for an empty string");
 	phx_ydoc_free(doc);
 }
 
