@@ -36,7 +36,16 @@
  * ranks. The largest sum b_t Y_t under all these limits is a small linear
  * programme, solved exactly.
  *
- * The smaller of A and B is each unit's bound.
+ * Bound C, for units of up to LAYER_LIMIT ranks: cut the ranks along a
+ * collective v into its s layers. Every other item lies inside one layer,
+ * and a whole v-group has a rank in each, so a unit with n_t ranks in layer
+ * t holds at most min n_t whole v-groups:
+ *   F_T(n) <= max over n_1 + ... + n_s = n of
+ *             b_v s min_t n_t + sum_t F_{T-v}(n_t),
+ * with F of pp alone its hops and F of nothing 0. Each v is tried and the
+ * smallest kept; the maximum is a max-plus convolution, computed exactly.
+ *
+ * The smallest of A, B and C is each unit's bound.
  */
 #include "config.h"
 
@@ -51,6 +60,8 @@
 /* Units up to this size get the slab bound for three items or more. */
 #define SLAB_LIMIT 1024ul
 #define MEMO_SIZE 1024
+/* Units up to this size get the layer bound. */
+#define LAYER_LIMIT 256ul
 
 struct item {
 	bool hop; /* pipeline neighbour pairs, else whole groups */
@@ -81,6 +92,8 @@ struct bounder {
 	unsigned long n_max; /* largest unit that matters */
 	uint32_t *all[1u << MAX_ITEMS]; /* E_T(m) for |T| >= 3, m <= slab_lim */
 	unsigned long slab_lim;
+	uint64_t *layer[1u << MAX_ITEMS]; /* F_T(m) for m <= layer_lim */
+	unsigned long layer_lim;
 	/* Units of every level share sizes: each size's bound is kept. */
 	unsigned long memo_n[MEMO_SIZE];
 	uint64_t memo_v[MEMO_SIZE];
@@ -257,6 +270,101 @@ static uint64_t pairings(const struct bounder *bd, unsigned used, unsigned long 
 			best = v;
 	}
 	return best;
+}
+
+/* ---------------------------------------------------------------- layers */
+
+/* out[n] = max over i + j = n of x[i] + y[j], n <= len; out is apart from x and y. */
+static void maxplus(uint64_t *out, const uint64_t *x, const uint64_t *y, unsigned long len)
+{
+	for (unsigned long n = 0; n <= len; n++) {
+		uint64_t best = 0;
+
+		for (unsigned long i = 0; i <= n; i++)
+			best = umax(best, x[i] + y[n - i]);
+		out[n] = best;
+	}
+}
+
+/*
+ * Bound C, cut along collective v: out[n] bounds what n ranks hold for the
+ * items of set, from F of set without v in each of the s layers.
+ */
+static int layer_split(const struct bounder *bd, unsigned set, unsigned v, uint64_t *out)
+{
+	const uint64_t *f = bd->layer[set & ~(1u << v)];
+	unsigned long s = bd->it[v].s, lim = bd->layer_lim;
+	uint64_t *acc = calloc(3 * (lim + 1), sizeof(*acc)), *pw = acc + lim + 1,
+		 *tmp = pw + lim + 1;
+
+	if (!acc)
+		return -1;
+	memset(out, 0, (lim + 1) * sizeof(*out));
+	for (unsigned long m = 0; m * s <= lim; m++) {
+		unsigned long len = lim - m * s, e = s;
+		bool have = false;
+
+		/* s layers of m ranks or more: the s-fold max-plus power, by squaring. */
+		memcpy(pw, f + m, (len + 1) * sizeof(*pw));
+		for (;;) {
+			if (e & 1) {
+				if (have) {
+					maxplus(tmp, acc, pw, len);
+					memcpy(acc, tmp, (len + 1) * sizeof(*acc));
+				} else {
+					memcpy(acc, pw, (len + 1) * sizeof(*acc));
+					have = true;
+				}
+			}
+			if (!(e >>= 1))
+				break;
+			maxplus(tmp, pw, pw, len);
+			memcpy(pw, tmp, (len + 1) * sizeof(*pw));
+		}
+		for (unsigned long r = 0; r <= len; r++)
+			out[m * s + r] = umax(out[m * s + r], acc[r] + bd->it[v].mib * s * m);
+	}
+	free(acc);
+	return 0;
+}
+
+static int build_layers(struct bounder *bd)
+{
+	unsigned long lim = bd->layer_lim;
+	uint64_t *cut;
+
+	if (!lim)
+		return 0;
+	cut = calloc(lim + 1, sizeof(*cut));
+	if (!cut)
+		return -1;
+	/* Numeric order: a set's subsets come first. */
+	for (unsigned set = 0; set < (1u << bd->n_items); set++) {
+		uint64_t *f = calloc(lim + 1, sizeof(*f));
+		bool cuts = false;
+
+		if (!(bd->layer[set] = f)) {
+			free(cut);
+			return -1;
+		}
+		for (unsigned v = 0; v < bd->n_items; v++) {
+			if (!(set >> v & 1) || bd->it[v].hop)
+				continue;
+			if (layer_split(bd, set, v, cut) < 0) {
+				free(cut);
+				return -1;
+			}
+			for (unsigned long n = 0; n <= lim; n++)
+				f[n] = cuts ? umin(f[n], cut[n]) : cut[n];
+			cuts = true;
+		}
+		/* No collective: nothing, or pp alone. */
+		for (unsigned long n = 0; !cuts && set && n <= lim; n++)
+			f[n] = bd->it[__builtin_ctz(set)].mib *
+			       single_count(&bd->it[__builtin_ctz(set)], n);
+	}
+	free(cut);
+	return 0;
 }
 
 /* ---------------------------------------------------------------- bound B */
@@ -463,6 +571,9 @@ static uint64_t unit_bound(struct bounder *bd, unsigned long n)
 	if (bd->memo_n[slot] != n) {
 		bd->memo_n[slot] = n;
 		bd->memo_v[slot] = umin(pairings(bd, 0, n), lp_bound(bd, n));
+		if (n <= bd->layer_lim)
+			bd->memo_v[slot] =
+				umin(bd->memo_v[slot], bd->layer[(1u << bd->n_items) - 1][n]);
 	}
 	return bd->memo_v[slot];
 }
@@ -598,6 +709,12 @@ static void largest_unit(struct bounder *bd)
 			cap[a->unit[i][l]] += a->gpn;
 			bd->n_max = umax(bd->n_max, cap[a->unit[i][l]]);
 		}
+		for (uint32_t u = 0; u < a->n_units[l]; u++) {
+			unsigned long n = umin(cap[u], a->world);
+
+			if (n <= LAYER_LIMIT)
+				bd->layer_lim = umax(bd->layer_lim, n);
+		}
 		free(cap);
 	}
 	bd->n_max = umin(bd->n_max, a->world);
@@ -612,8 +729,10 @@ static void free_bounder(struct bounder *bd)
 			free(bd->pair[i][j].gain.v);
 		}
 	}
-	for (unsigned s = 0; s < (1u << MAX_ITEMS); s++)
+	for (unsigned s = 0; s < (1u << MAX_ITEMS); s++) {
 		free(bd->all[s]);
+		free(bd->layer[s]);
+	}
 }
 
 int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound)
@@ -634,7 +753,7 @@ int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound)
 		}
 		full = pl_sat_add(full, bd.it[i].mib * held);
 	}
-	if (build_slabs(&bd) < 0)
+	if (build_slabs(&bd) < 0 || build_layers(&bd) < 0)
 		goto out;
 	base = pl_sat_mul(full, a->weight[PHX_LEVEL_CORE]);
 	for (unsigned l = 0; l < PL_SUB_LEVELS; l++) {

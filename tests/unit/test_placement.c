@@ -316,6 +316,150 @@ static void test_random_invariants(void **state)
 	}
 }
 
+/* ---------------------------------------------------------------- exhaustive */
+
+struct exact {
+	const struct phx_plan *plan;
+	unsigned level[16][16]; /* widest level between two nodes */
+	unsigned free_gpus[16];
+	uint32_t rank_node[16];
+	uint64_t best;
+};
+
+static unsigned node_level(const struct phx_plan_node *x, const struct phx_plan_node *y)
+{
+	if (x == y)
+		return PHX_LEVEL_NODE;
+	if (*x->domain && !strcmp(x->domain, y->domain))
+		return PHX_LEVEL_NVLINK;
+	if (!strcmp(x->leaf, y->leaf))
+		return PHX_LEVEL_LEAF;
+	return strcmp(x->spine, y->spine) ? PHX_LEVEL_CORE : PHX_LEVEL_SPINE;
+}
+
+/* The model of phalanx-plan(1), written out again for a whole map. */
+static uint64_t exact_cost(const struct exact *e)
+{
+	const struct phx_plan *plan = e->plan;
+	const struct phx_layout *l = &plan->layout;
+	uint64_t total = 0;
+
+	for (int d = 0; d < PHX_DIM_COUNT; d++) {
+		unsigned long st = phx_layout_stride(l, (enum phx_dim)d), size = l->size[d];
+
+		if (size < 2)
+			continue;
+		for (unsigned long r = 0; r < plan->world; r++) {
+			unsigned lev = 0;
+
+			if ((r / st) % size)
+				continue; /* r starts a group (pp: a chain) */
+			for (unsigned long i = 1; i < size; i++) {
+				uint32_t a = e->rank_node[d == PHX_DIM_PP ? r + (i - 1) * st : r];
+				unsigned ab = e->level[a][e->rank_node[r + i * st]];
+
+				if (d == PHX_DIM_PP)
+					total += plan->traffic.mib[d] * plan->weight[ab];
+				else if (ab > lev)
+					lev = ab;
+			}
+			if (d != PHX_DIM_PP)
+				total += plan->traffic.mib[d] * size * plan->weight[lev];
+		}
+	}
+	return total;
+}
+
+static void exact_search(struct exact *e, unsigned long r)
+{
+	if (r == e->plan->world) {
+		uint64_t c = exact_cost(e);
+
+		if (c < e->best)
+			e->best = c;
+		return;
+	}
+	for (size_t n = 0; n < e->plan->n_nodes; n++) {
+		if (!e->free_gpus[n])
+			continue;
+		e->free_gpus[n]--;
+		e->rank_node[r] = (uint32_t)n;
+		exact_search(e, r + 1);
+		e->free_gpus[n]++;
+	}
+}
+
+/*
+ * Tiny worlds on small fragmented fabrics, every map tried: the cheapest
+ * costs no less than the bound, and the plan no less than the cheapest.
+ */
+static void test_bound_exhaustive(void **state)
+{
+	for (int round = 0; round < 300; round++) {
+		struct scenario s = { .gpn = 1u << pick(0, 2) };
+		struct exact e = { .best = UINT64_MAX };
+		unsigned long world;
+		struct phx_plan *plan;
+		char conf[1024];
+		size_t off = 0;
+		unsigned node = 0;
+
+		for (unsigned sp = 0, leaf = 0; sp < 2; sp++) {
+			unsigned first = leaf;
+
+			for (unsigned k = pick(1, 2); k > 0; k--, leaf++) {
+				unsigned nodes = pick(1, 3);
+
+				off += (size_t)snprintf(conf + off, sizeof(conf) - off,
+							"SwitchName=leaf%u Nodes=n[%03u-%03u]\n",
+							leaf, node, node + nodes - 1);
+				if (nodes > 1 && rng() % 2)
+					off += (size_t)snprintf(
+						conf + off, sizeof(conf) - off,
+						"BlockName=nvl%u Nodes=n[%03u-%03u]\n", leaf, node,
+						node + 1);
+				node += nodes;
+			}
+			off += (size_t)snprintf(conf + off, sizeof(conf) - off,
+						"SwitchName=spine%u Switches=leaf[%u-%u]\n", sp,
+						first, leaf - 1);
+		}
+		/* Some nodes of each leaf, at most 8 GPUs in all. */
+		for (unsigned n = 0; n < node && (s.n_nodes + 1) * s.gpn <= 8; n++) {
+			char name[16];
+
+			if (rng() % 3 == 0 && n + 1 < node)
+				continue;
+			snprintf(name, sizeof(name), "n%03u", n);
+			add_node(&s, name);
+		}
+		s.fabric = fabric_from(conf);
+		if (rng() % 2)
+			s.fabric->bandwidth[PHX_LEVEL_NODE] =
+				s.fabric->bandwidth[PHX_LEVEL_NVLINK] = 900000;
+		for (int d = 0; d < PHX_DIM_COUNT; d++)
+			s.traffic.mib[d] = rng() % 70000;
+		world = s.n_nodes * s.gpn - (s.n_nodes > 1 && rng() % 4 == 0 ? pick(1, s.gpn) : 0);
+		random_layout(&s, world);
+		plan = place(&s);
+		e.plan = plan;
+		for (size_t i = 0; i < plan->n_nodes; i++) {
+			e.free_gpus[i] = s.gpn;
+			for (size_t j = 0; j < plan->n_nodes; j++)
+				e.level[i][j] = node_level(&plan->nodes[i], &plan->nodes[j]);
+		}
+		memcpy(e.rank_node, plan->rank_node, world * sizeof(*e.rank_node));
+		assert_true(exact_cost(&e) == plan->cost.total);
+		exact_search(&e, 0);
+		if (e.best < plan->lower_bound || plan->cost.total < e.best)
+			fail_msg("round %d: cheapest map %llu, bound %llu, plan %llu", round,
+				 (unsigned long long)e.best, (unsigned long long)plan->lower_bound,
+				 (unsigned long long)plan->cost.total);
+		phx_plan_free(plan);
+		free_scenario(&s);
+	}
+}
+
 /*
  * Pipelines of whole nodes, data-parallel groups too large for any leaf,
  * every leaf a multiple of the pipeline, one spine (with two, keeping the
@@ -547,6 +691,7 @@ int main(void)
 		cmocka_unit_test(test_small_map),
 		cmocka_unit_test(test_determinism),
 		cmocka_unit_test(test_random_invariants),
+		cmocka_unit_test(test_bound_exhaustive),
 		cmocka_unit_test(test_pipelines_stay_in_leaves),
 		cmocka_unit_test(test_slow_nodes_left_out),
 		cmocka_unit_test(test_slow_nodes_get_last_ranks),
