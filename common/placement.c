@@ -466,7 +466,7 @@ static void add_strategies(struct placer *p)
 	const struct phx_layout *l = p->a.layout;
 	unsigned act[PHX_DIM_COUNT], n = 0, inner[PHX_DIM_COUNT], n_inner = 0;
 	unsigned long P = l->size[PHX_DIM_PP];
-	struct pl_strategy s;
+	struct pl_strategy s = { 0 };
 
 	for (unsigned d = 0; d < PHX_DIM_COUNT; d++) {
 		if (l->size[d] > 1)
@@ -547,22 +547,82 @@ static size_t choose(const struct placer *p)
 	return best;
 }
 
+static int price(struct placer *p, size_t from)
+{
+	struct phx_plan *plan = p->plan;
+
+	for (size_t i = from; i < p->n_cand; i++) {
+		realize(p, &p->cand[i], plan->rank_node, plan->rank_gpu);
+		if (phx_pl_cost(&p->a, plan->rank_node, &p->cand[i].cost) < 0)
+			return fail(p, "out of memory");
+	}
+	return 0;
+}
+
+/*
+ * The best VARIANT_BASES nestings are packed again with the other fits:
+ * first fit, and stages in order (placement_int.h). The fit changes what
+ * shares a leaf or a domain, rarely which nesting is best, and this keeps
+ * the search short.
+ */
+#define VARIANT_BASES 2
+
+static void add_variants(struct placer *p, size_t n_base)
+{
+	static const struct {
+		enum pl_fit fit;
+		const char *suffix;
+	} fits[] = { { PL_FIT_FIRST, "/first-fit" }, { PL_FIT_IN_ORDER, "/in-order" } };
+	bool taken[MAX_STRATEGIES] = { false };
+
+	for (unsigned k = 0; k < VARIANT_BASES; k++) {
+		size_t best = n_base;
+
+		for (size_t i = 0; i < n_base; i++) {
+			const struct phx_plan_cost *c = &p->cand[i].cost, *b;
+
+			if (taken[i] || p->cand[i].hostname)
+				continue;
+			b = best < n_base ? &p->cand[best].cost : NULL;
+			if (!b || c->total < b->total ||
+			    (c->total == b->total && c->cross_leaf_mib < b->cross_leaf_mib))
+				best = i;
+		}
+		if (best == n_base)
+			return;
+		taken[best] = true;
+		for (size_t f = 0; f < sizeof(fits) / sizeof(fits[0]); f++) {
+			struct pl_strategy v = p->cand[best].s;
+			struct candidate *c;
+
+			if (p->n_cand == MAX_STRATEGIES)
+				return;
+			v.fit = fits[f].fit;
+			add_candidate(p, &v, false);
+			c = &p->cand[p->n_cand - 1];
+			snprintf(c->name + strlen(c->name), sizeof(c->name) - strlen(c->name), "%s",
+				 fits[f].suffix);
+		}
+	}
+}
+
 static int search(struct placer *p)
 {
 	struct phx_plan *plan = p->plan;
 	struct pl_strategy none = { 0 };
-	size_t best;
+	size_t best, n_base;
 
 	p->cand = calloc(MAX_STRATEGIES, sizeof(*p->cand));
 	if (!p->cand || phx_pl_tree_build(&p->a, &p->tree) < 0)
 		return fail(p, "out of memory");
 	add_strategies(p);
 	add_candidate(p, &none, true);
-	for (size_t i = 0; i < p->n_cand; i++) {
-		realize(p, &p->cand[i], plan->rank_node, plan->rank_gpu);
-		if (phx_pl_cost(&p->a, plan->rank_node, &p->cand[i].cost) < 0)
-			return fail(p, "out of memory");
-	}
+	n_base = p->n_cand;
+	if (price(p, 0) < 0)
+		return -1;
+	add_variants(p, n_base);
+	if (price(p, n_base) < 0)
+		return -1;
 	best = choose(p);
 	if (best != p->n_cand - 1)
 		realize(p, &p->cand[best], plan->rank_node, plan->rank_gpu);

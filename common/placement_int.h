@@ -42,12 +42,26 @@ struct pl_alloc {
  */
 #define PL_MAX_FACTORS (PHX_DIM_COUNT + 1)
 
+/*
+ * Where a block goes among the units with room for it. TIGHT: the narrowest
+ * home, then the tightest fit. FIRST: the narrowest home, then the first
+ * unit. IN_ORDER: above the leaves the first unit with room, so
+ * consecutive blocks (pipeline stages) fill one leaf after the other; in a
+ * leaf the narrowest home, then the tightest fit.
+ */
+enum pl_fit {
+	PL_FIT_TIGHT = 0,
+	PL_FIT_FIRST,
+	PL_FIT_IN_ORDER,
+};
+
 struct pl_strategy {
 	unsigned n;
 	enum phx_dim dim[PL_MAX_FACTORS];
 	unsigned long size[PL_MAX_FACTORS];
 	unsigned long stride[PL_MAX_FACTORS];
 	bool split[PL_MAX_FACTORS];
+	enum pl_fit fit;
 };
 
 struct pl_tree;

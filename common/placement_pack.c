@@ -9,7 +9,9 @@
  * are placed the same way inside the unit that held the whole. This is
  * first-fit-decreasing bin packing with divisible item sizes, done level by
  * level, so fragments of a fragmented allocation are used by the smallest
- * blocks and big blocks stay whole where the allocation allows it.
+ * blocks and big blocks stay whole where the allocation allows it. Two
+ * other fits (placement_int.h) keep consecutive blocks, such as the stages
+ * of a pipeline split over a spine, together in one leaf or domain.
  */
 #include "config.h"
 
@@ -161,7 +163,8 @@ void phx_pl_tree_free(struct pl_tree *t)
 
 /*
  * The child to descend into with block j, or PL_NONE to split it here:
- * the narrowest home first, then the tightest fit, then index.
+ * the narrowest home first, then the tightest fit (PL_FIT_FIRST: none),
+ * then index. PL_FIT_IN_ORDER above the leaves: the first child with room.
  */
 static uint32_t pick(struct pl_tree *t, uint32_t u, unsigned j)
 {
@@ -178,6 +181,8 @@ static uint32_t pick(struct pl_tree *t, uint32_t u, unsigned j)
 
 		if (k->rem < size)
 			continue;
+		if (t->s->fit == PL_FIT_IN_ORDER && p->level > PHX_LEVEL_LEAF)
+			return c;
 		for (unsigned l = 0; l < k->level; l++) {
 			if (k->maxrem[l] >= size) {
 				depth = l;
@@ -185,7 +190,7 @@ static uint32_t pick(struct pl_tree *t, uint32_t u, unsigned j)
 			}
 		}
 		if (best == PL_NONE || depth < best_depth ||
-		    (depth == best_depth && k->rem < best_rem)) {
+		    (depth == best_depth && t->s->fit != PL_FIT_FIRST && k->rem < best_rem)) {
 			best = c;
 			best_depth = depth;
 			best_rem = k->rem;

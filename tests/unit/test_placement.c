@@ -605,6 +605,47 @@ static void test_nvlink_domains(void **state)
 	free_scenario(&s);
 }
 
+/*
+ * NVL72-like: 4-GPU nodes in 2-node NVLink domains, leaves with 2 domains
+ * free and leaves with 1. Each tp*ep block (2 nodes) fits a domain, each
+ * pipeline (3 blocks) a big leaf and a small one: a pipeline need leave its
+ * leaf only once, which takes packing its stages in order, and every
+ * expert-parallel group stays in a domain.
+ */
+static void test_stages_in_order(void **state)
+{
+	static const char *const names[] = { "a1", "a2", "a3", "a4", "b1", "b2",
+					     "c1", "c2", "c3", "c4", "d1", "d2" };
+	struct scenario s = { .gpn = 4 };
+	struct phx_plan *plan;
+
+	s.fabric = fabric_from("SwitchName=la Nodes=a[1-4]\nSwitchName=lb Nodes=b[1-2]\n"
+			       "SwitchName=lc Nodes=c[1-4]\nSwitchName=ld Nodes=d[1-2]\n"
+			       "SwitchName=sp Switches=la,lb,lc,ld\n"
+			       "BlockName=da0 Nodes=a[1-2]\nBlockName=da1 Nodes=a[3-4]\n"
+			       "BlockName=db Nodes=b[1-2]\nBlockName=dc0 Nodes=c[1-2]\n"
+			       "BlockName=dc1 Nodes=c[3-4]\nBlockName=dd Nodes=d[1-2]\n");
+	s.fabric->bandwidth[PHX_LEVEL_NODE] = s.fabric->bandwidth[PHX_LEVEL_NVLINK] = 900000;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		add_node(&s, names[i]);
+	phx_traffic_defaults(&s.traffic);
+	/* Light data parallelism: what matters is where the stages go. */
+	s.traffic.mib[PHX_DIM_DP] = 512;
+	set_layout(&s, "tp=4,ep=2,pp=3,dp=*", 48);
+	plan = place(&s);
+	check_map(&s, plan);
+	assert_true(tp_in_nodes(plan));
+	/* 24 expert-parallel groups, each in one domain. */
+	assert_int_equal(plan->cost.groups[PHX_DIM_EP][PHX_LEVEL_NVLINK], 24);
+	/* Two pipelines of 8 x 2 stage pairs: 8 pairs of each leave the leaf. */
+	assert_int_equal(plan->cost.groups[PHX_DIM_PP][PHX_LEVEL_SPINE], 16);
+	assert_int_equal(plan->cost.groups[PHX_DIM_PP][PHX_LEVEL_CORE], 0);
+	assert_true(plan->cost.total <= plan->hostname.total);
+	assert_true(plan->cost.total >= plan->lower_bound);
+	phx_plan_free(plan);
+	free_scenario(&s);
+}
+
 static void test_no_fabric(void **state)
 {
 	struct scenario s = { .gpn = 2 };
@@ -696,6 +737,7 @@ int main(void)
 		cmocka_unit_test(test_slow_nodes_left_out),
 		cmocka_unit_test(test_slow_nodes_get_last_ranks),
 		cmocka_unit_test(test_nvlink_domains),
+		cmocka_unit_test(test_stages_in_order),
 		cmocka_unit_test(test_no_fabric),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_traffic),
