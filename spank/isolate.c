@@ -33,6 +33,7 @@
 #include "common/gpulist.h"
 #include "common/log.h"
 #include "spank/isolate.h"
+#include "spank/step.h"
 
 /* 256 GPUs of three digits and their commas, with room to spare. */
 #define ENV_LEN 2048
@@ -206,8 +207,7 @@ static int read_task(spank_t sp, struct task_info *t)
 		return fail("Slurm did not tell the task's id; this plugin needs Slurm 22.05 or "
 			    "later");
 	/* Only for a %n in health.dev_root, which tests use. */
-	if (spank_getenv(sp, "SLURMD_NODENAME", t->node, sizeof(t->node)) != ESPANK_SUCCESS &&
-	    gethostname(t->node, sizeof(t->node)) < 0)
+	if (phx_step_node_name(sp, t->node, sizeof(t->node)) < 0)
 		t->node[0] = '\0';
 	t->node[sizeof(t->node) - 1] = '\0';
 	if (!plain_name(t->node))

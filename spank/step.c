@@ -75,15 +75,37 @@ static int job_env(spank_t sp, const char *name, char *buf, int len)
 	return spank_getenv(sp, name, buf, len) == ESPANK_SUCCESS ? 0 : -1;
 }
 
+int phx_step_node_name(spank_t sp, char *buf, size_t len)
+{
+	struct phx_hostnames nodes;
+	char list[8192], err[256];
+	uint32_t node_id;
+	int rc = -1;
+
+	/*
+	 * Not SLURMD_NODENAME: in a step started from a batch script the job's
+	 * environment still holds the batch host's name at this point.
+	 */
+	if (spank_get_item(sp, S_JOB_NODEID, &node_id) == ESPANK_SUCCESS &&
+	    job_env(sp, "SLURM_STEP_NODELIST", list, sizeof(list)) == 0 &&
+	    phx_hostlist_expand(list, &nodes, err, sizeof(err)) == 0) {
+		if (node_id < nodes.count && strlen(nodes.names[node_id]) < len) {
+			strcpy(buf, nodes.names[node_id]);
+			rc = 0;
+		}
+		phx_hostnames_free(&nodes);
+	}
+	if (rc < 0)
+		rc = gethostname(buf, len);
+	return rc;
+}
+
 static int read_ids(spank_t sp, struct phx_step *step)
 {
 	if (spank_get_item(sp, S_JOB_ID, &step->job_id) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_STEPID, &step->step_id) != ESPANK_SUCCESS)
 		return -1;
-	if (job_env(sp, "SLURMD_NODENAME", step->node, sizeof(step->node)) < 0 &&
-	    gethostname(step->node, sizeof(step->node)) < 0)
-		return -1;
-	return 0;
+	return phx_step_node_name(sp, step->node, sizeof(step->node));
 }
 
 static int place_topo(const struct phx_conf *conf, const struct phx_layout *layout,

@@ -36,6 +36,8 @@ struct phx_step {
 void phx_step_prepare(spank_t sp, const struct phx_conf *conf, const struct phx_job_opts *opts,
 		      struct phx_step *step);
 void phx_step_free(struct phx_step *step);
+/* The Slurm name of the node this slurmstepd runs on; 0 or -1. */
+int phx_step_node_name(spank_t sp, char *buf, size_t len);
 
 /* "8(x4)", "8,8" or "8": the one count every node runs, or 0 when they differ. */
 unsigned phx_uniform_tasks_per_node(const char *spec);

@@ -187,3 +187,19 @@ BIND_REPORT+=' $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
 	[ "$(sort <<<"$output")" = "0 mlx5_9 7
 1 mlx5_9 7" ]
 }
+
+@test "inside a batch job every node of the step gets its own ranks" {
+	local out job
+	out=$(mktemp)
+	run --separate-stderr sbatch --parsable -N4 --ntasks-per-node=2 --gres=gpu:2 -o "$out" \
+		--wrap "srun --phx-layout='dp=*' bash -c 'echo \$(hostname) \$RANK'"
+	show_run
+	[ "$status" -eq 0 ]
+	job=${output%%;*}
+	wait_for 60 job_finished "$job"
+	[ "$(job_state "$job")" = COMPLETED ]
+	cat "$out"
+	[ "$(awk '{ print $2 }' "$out" | sort -n | tr '\n' ' ')" = "0 1 2 3 4 5 6 7 " ]
+	[ "$(awk '{ print $1 }' "$out" | sort | uniq -c | awk '{ print $1 }' | sort -u)" = 2 ]
+	rm -f "$out"
+}
