@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <libgen.h>
 
 #include "common/log.h"
 #include "common/conf.h"
@@ -773,4 +775,18 @@ void phx_conf_dump(const struct phx_conf *conf, FILE *out)
 		}
 		fputc('\n', out);
 	}
+}
+
+const char *phx_conf_topology_conf(const struct phx_conf *conf, char *buf, size_t len)
+{
+	const char *slurm_conf = getenv("SLURM_CONF");
+	char copy[4096];
+
+	if (conf->placement.topology_conf && *conf->placement.topology_conf)
+		return conf->placement.topology_conf;
+	if (!slurm_conf || strlen(slurm_conf) >= sizeof(copy))
+		slurm_conf = "/etc/slurm/slurm.conf";
+	strcpy(copy, slurm_conf);
+	snprintf(buf, len, "%s/topology.conf", dirname(copy));
+	return access(buf, R_OK) == 0 ? buf : NULL;
 }

@@ -86,5 +86,10 @@ int phx_conf_load_buffer(const char *name, const char *buf, size_t len, struct p
 /* Prints the effective configuration as valid phalanx.yaml. */
 void phx_conf_dump(const struct phx_conf *conf, FILE *out);
 void phx_conf_free(struct phx_conf *conf);
+/*
+ * The Slurm topology.conf to read: placement.topology_conf, else the one
+ * beside slurm.conf ($SLURM_CONF or /etc/slurm) when it exists, else NULL.
+ */
+const char *phx_conf_topology_conf(const struct phx_conf *conf, char *buf, size_t len);
 
 #endif

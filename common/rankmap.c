@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fabric.h"
+#include "common/log.h"
 #include "common/rankmap.h"
 
 #define PHX_PORT_BASE 20000u
@@ -148,4 +150,34 @@ int phx_rankmap_block(const struct phx_layout *layout, char *const *nodes, size_
 	out->group_rank = (unsigned)me;
 	out->group_world = (unsigned)n_nodes;
 	return 0;
+}
+
+int phx_rankmap_place(const struct phx_conf *conf, const struct phx_layout *layout,
+		      char *const *nodes, size_t n_nodes, unsigned per_node, const char *node,
+		      struct phx_rankmap *map, struct phx_plan **plan, char *err, size_t errlen)
+{
+	struct phx_fabric *fabric = NULL;
+	char topo_buf[4096], why[1024];
+	struct phx_place_input in = {
+		.nodes = nodes,
+		.n_nodes = n_nodes,
+		.gpus_per_node = per_node,
+		.layout = layout,
+	};
+	const char *topo_conf = phx_conf_topology_conf(conf, topo_buf, sizeof(topo_buf));
+	int rc = -1;
+
+	*plan = NULL;
+	if (phx_fabric_load(conf->has_fabric ? conf->source : NULL, topo_conf, &fabric, why,
+			    sizeof(why)) < 0)
+		return phx_errf(err, errlen, "cannot read the fabric: %s", why);
+	in.fabric = fabric;
+	if (phx_place(&in, plan, why, sizeof(why)) < 0) {
+		phx_errf(err, errlen, "placement failed: %s", why);
+		goto out;
+	}
+	rc = phx_rankmap_from_plan(*plan, node, map, err, errlen);
+out:
+	phx_fabric_free(fabric);
+	return rc;
 }

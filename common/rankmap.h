@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/conf.h"
 #include "common/layout.h"
 #include "common/placement.h"
 
@@ -38,6 +39,16 @@ int phx_rankmap_from_plan(const struct phx_plan *plan, const char *node, struct 
 int phx_rankmap_block(const struct phx_layout *layout, char *const *nodes, size_t n_nodes,
 		      unsigned tasks_per_node, const char *node, struct phx_rankmap *out, char *err,
 		      size_t errlen);
+/*
+ * The whole topology-aware path for one node: reads the site's fabric
+ * (the 'fabric:' section of phalanx.yaml and Slurm's topology.conf), places
+ * the resolved layout over nodes with per_node ranks each and builds node's
+ * map. *plan gets the plan (its warnings, --explain); free it with
+ * phx_plan_free. Returns 0, or -1 with the reason in err.
+ */
+int phx_rankmap_place(const struct phx_conf *conf, const struct phx_layout *layout,
+		      char *const *nodes, size_t n_nodes, unsigned per_node, const char *node,
+		      struct phx_rankmap *map, struct phx_plan **plan, char *err, size_t errlen);
 void phx_rankmap_free(struct phx_rankmap *map);
 
 /*

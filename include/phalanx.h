@@ -17,12 +17,12 @@ extern "C" {
 /* Error codes returned (negated) by phx_* calls. */
 enum phx_status {
 	PHX_OK = 0,
-	PHX_EINVAL = 1,  /* a bad argument */
-	PHX_ENOMEM = 2,  /* out of memory */
-	PHX_EIO = 3,     /* an I/O error */
-	PHX_ENOENT = 4,  /* nothing to restore, no such generation */
-	PHX_EAUTH = 5,   /* the job token was refused */
-	PHX_ESTATE = 6,  /* called in the wrong order */
+	PHX_EINVAL = 1, /* a bad argument */
+	PHX_ENOMEM = 2, /* out of memory */
+	PHX_EIO = 3, /* an I/O error */
+	PHX_ENOENT = 4, /* nothing to restore, no such generation */
+	PHX_EAUTH = 5, /* the job token was refused */
+	PHX_ESTATE = 6, /* called in the wrong order */
 	PHX_ENOAGENT = 7 /* no Phalanx agent is supervising this process */
 };
 
@@ -30,6 +30,22 @@ enum phx_status {
 const char *phx_version(void);
 /* A sentence for a status code (positive or negated); never NULL. */
 const char *phx_strerror(int status);
+
+/*
+ * Attaches to the phalanx-launch agent that started this process (its
+ * heartbeat page). Optional: phx_heartbeat() attaches on first use.
+ * 0, or -PHX_ENOAGENT when no agent supervises the process.
+ */
+int phx_init(void);
+/*
+ * Reports progress: step is the training step just finished (>= 0). The
+ * agent counts a worker as hung when its step stops moving for the
+ * launcher's --hang-timeout. No system call: a few stores into shared memory.
+ * 0, -PHX_EINVAL, or -PHX_ENOAGENT (not started by phalanx-launch).
+ */
+int phx_heartbeat(long step);
+/* Detaches; a later phx_heartbeat() attaches again. */
+void phx_finalize(void);
 
 #ifdef __cplusplus
 }

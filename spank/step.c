@@ -2,7 +2,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,20 +41,6 @@ unsigned phx_uniform_tasks_per_node(const char *spec)
 			return 0;
 	}
 	return count;
-}
-
-const char *phx_topology_conf_path(const struct phx_conf *conf, char *buf, size_t len)
-{
-	const char *slurm_conf = getenv("SLURM_CONF");
-	char copy[4096];
-
-	if (conf->placement.topology_conf && *conf->placement.topology_conf)
-		return conf->placement.topology_conf;
-	if (!slurm_conf || strlen(slurm_conf) >= sizeof(copy))
-		slurm_conf = "/etc/slurm/slurm.conf";
-	strcpy(copy, slurm_conf);
-	snprintf(buf, len, "%s/topology.conf", dirname(copy));
-	return access(buf, R_OK) == 0 ? buf : NULL;
 }
 
 static void step_fail(struct phx_step *step, const char *fmt, ...)
@@ -111,35 +96,15 @@ static int read_ids(spank_t sp, struct phx_step *step)
 static int place_topo(const struct phx_conf *conf, const struct phx_layout *layout,
 		      struct phx_hostnames *nodes, unsigned tpn, struct phx_step *step)
 {
-	struct phx_fabric *fabric = NULL;
-	char topo_buf[4096], err[1024];
-	struct phx_place_input in = {
-		.nodes = nodes->names,
-		.n_nodes = nodes->count,
-		.gpus_per_node = tpn,
-		.layout = layout,
-	};
-	const char *topo_conf = phx_topology_conf_path(conf, topo_buf, sizeof(topo_buf));
-	int rc = -1;
+	char err[1024];
+	int rc;
 
-	if (phx_fabric_load(conf->has_fabric ? conf->source : NULL, topo_conf, &fabric, err, sizeof(err)) < 0) {
-		step_fail(step, "cannot read the fabric: %s; fix it or use --phx-place=block", err);
-		return -1;
-	}
-	in.fabric = fabric;
-	if (phx_place(&in, &step->plan, err, sizeof(err)) < 0) {
-		step_fail(step, "placement failed: %s", err);
-		goto out;
-	}
-	for (size_t i = 0; i < step->plan->n_warnings; i++)
+	rc = phx_rankmap_place(conf, layout, nodes->names, nodes->count, tpn, step->node,
+			       &step->map, &step->plan, err, sizeof(err));
+	for (size_t i = 0; step->plan && i < step->plan->n_warnings; i++)
 		phx_warn("%s", step->plan->warnings[i]);
-	if (phx_rankmap_from_plan(step->plan, step->node, &step->map, err, sizeof(err)) < 0) {
-		step_fail(step, "%s", err);
-		goto out;
-	}
-	rc = 0;
-out:
-	phx_fabric_free(fabric);
+	if (rc < 0)
+		step_fail(step, "%s; fix it or use --phx-place=block", err);
 	return rc;
 }
 
@@ -175,8 +140,8 @@ static int build_map(spank_t sp, const struct phx_conf *conf, const struct phx_j
 	}
 	if (opts->place == PHX_PLACE_TOPO)
 		rc = place_topo(conf, &layout, &nodes, tpn, step);
-	else if (phx_rankmap_block(&layout, nodes.names, nodes.count, tpn, step->node,
-				   &step->map, err, sizeof(err)) == 0)
+	else if (phx_rankmap_block(&layout, nodes.names, nodes.count, tpn, step->node, &step->map,
+				   err, sizeof(err)) == 0)
 		rc = 0;
 	else
 		step_fail(step, "%s", err);
@@ -194,7 +159,8 @@ static void load_topology(const struct phx_conf *conf, struct phx_step *step)
 	if (conf->placement.hwloc_xml && *conf->placement.hwloc_xml) {
 		if (phx_health_expand(conf->placement.hwloc_xml, &ctx, path, sizeof(path)) < 0) {
 			phx_warn("placement.hwloc_xml '%s' does not expand for node %s; "
-				 "GPUs are not bound", conf->placement.hwloc_xml, step->node);
+				 "GPUs are not bound",
+				 conf->placement.hwloc_xml, step->node);
 			return;
 		}
 		xml = path;

@@ -41,7 +41,4 @@ int phx_step_node_name(spank_t sp, char *buf, size_t len);
 
 /* "8(x4)", "8,8" or "8": the one count every node runs, or 0 when they differ. */
 unsigned phx_uniform_tasks_per_node(const char *spec);
-/* The topology.conf to read: the configured one, else the one beside slurm.conf. */
-const char *phx_topology_conf_path(const struct phx_conf *conf, char *buf, size_t len);
-
 #endif

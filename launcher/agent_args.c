@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* phalanx-launch's options; pure, so every rule is unit tested. */
+#include "config.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "launcher/agent.h"
+
+enum {
+	OPT_AGENT = 0x100,
+	OPT_NPROC,
+	OPT_LAYOUT,
+	OPT_PLACE,
+	OPT_HANG,
+	OPT_RESTARTS,
+	OPT_TERM,
+	OPT_SYNC,
+	OPT_EVIDENCE,
+	OPT_LOGDIR,
+	OPT_RUNID,
+	OPT_CONFIG,
+	OPT_HELP,
+	OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+	{ "agent", no_argument, NULL, OPT_AGENT },
+	{ "nproc-per-node", required_argument, NULL, OPT_NPROC },
+	{ "layout", required_argument, NULL, OPT_LAYOUT },
+	{ "place", required_argument, NULL, OPT_PLACE },
+	{ "hang-timeout", required_argument, NULL, OPT_HANG },
+	{ "max-restarts", required_argument, NULL, OPT_RESTARTS },
+	{ "term-timeout", required_argument, NULL, OPT_TERM },
+	{ "sync-interval-ms", required_argument, NULL, OPT_SYNC },
+	{ "evidence-timeout", required_argument, NULL, OPT_EVIDENCE },
+	{ "log-dir", required_argument, NULL, OPT_LOGDIR },
+	{ "run-id", required_argument, NULL, OPT_RUNID },
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ NULL, 0, NULL, 0 },
+};
+
+void phx_launch_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: srun --mpi=pmix --ntasks-per-node=1 phalanx-launch --agent [OPTIONS] -- "
+		"COMMAND [ARGS]\n\n"
+		"  --agent                 run as the agent of this node (inside a step)\n"
+		"  --nproc-per-node N      workers per node (default: one per GPU, at least 1)\n"
+		"  --layout SPEC           parallelism layout (default dp=*)\n"
+		"  --place topo|block      rank placement (default topo)\n"
+		"  --hang-timeout SECONDS  no heartbeat progress for this long is a hang\n"
+		"  --max-restarts N        in-step restarts of all workers before giving up\n"
+		"  --term-timeout SECONDS  TERM to KILL when stopping workers (default 10)\n"
+		"  --sync-interval-ms MS   between agreement rounds of the agents (default 1000)\n"
+		"  --evidence-timeout S    per tool when capturing a hung worker (default 20)\n"
+		"  --log-dir DIR           per-rank log files and error files\n"
+		"  --run-id ID             TORCHELASTIC_RUN_ID (default JOBID.STEPID)\n"
+		"  --config FILE           phalanx.yaml (default %s)\n\n"
+		"See phalanx-launch(1).\n",
+		PHX_CONF_DEFAULT_PATH);
+}
+
+static int parse_int(const char *opt, const char *s, long min, long max, int *out, char *err,
+		     size_t errlen)
+{
+	char *end;
+	long v;
+
+	v = strtol(s, &end, 10);
+	if (!*s || *end || v < min || v > max)
+		return phx_errf(err, errlen, "--%s '%s' is not a whole number in %ld..%ld", opt, s,
+				min, max);
+	*out = (int)v;
+	return 0;
+}
+
+static void defaults(struct phx_launch_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->place = PHX_PLACE_TOPO;
+	o->hang_timeout_s = -1;
+	o->max_restarts = -1;
+	o->term_timeout_s = 10;
+	o->sync_ms = 1000;
+	o->evidence_timeout_s = 20;
+}
+
+static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *err, size_t errlen)
+{
+	int v;
+
+	switch (c) {
+	case OPT_AGENT:
+		o->agent = true;
+		return 0;
+	case OPT_NPROC:
+		if (parse_int("nproc-per-node", arg, 1, 4096, &v, err, errlen))
+			return -1;
+		o->nproc_per_node = (unsigned)v;
+		return 0;
+	case OPT_LAYOUT:
+		o->layout = arg;
+		return 0;
+	case OPT_PLACE:
+		if (phx_place_mode_parse(arg, &o->place) < 0 || o->place == PHX_PLACE_OFF)
+			return phx_errf(err, errlen, "--place '%s': use topo or block", arg);
+		return 0;
+	case OPT_HANG:
+		return parse_int("hang-timeout", arg, 1, 86400, &o->hang_timeout_s, err, errlen);
+	case OPT_RESTARTS:
+		return parse_int("max-restarts", arg, 0, 1000, &o->max_restarts, err, errlen);
+	case OPT_TERM:
+		return parse_int("term-timeout", arg, 0, 3600, &o->term_timeout_s, err, errlen);
+	case OPT_SYNC:
+		return parse_int("sync-interval-ms", arg, 10, 60000, &o->sync_ms, err, errlen);
+	case OPT_EVIDENCE:
+		return parse_int("evidence-timeout", arg, 1, 600, &o->evidence_timeout_s, err,
+				 errlen);
+	case OPT_LOGDIR:
+		if (!*arg)
+			return phx_errf(err, errlen, "--log-dir needs a directory");
+		o->log_dir = arg;
+		return 0;
+	case OPT_RUNID:
+		if (!*arg || strpbrk(arg, " \t\n"))
+			return phx_errf(err, errlen, "--run-id '%s' must be one word", arg);
+		o->run_id = arg;
+		return 0;
+	case OPT_CONFIG:
+		o->config = arg;
+		return 0;
+	}
+	return phx_errf(err, errlen, "unknown option; run 'phalanx-launch --help'");
+}
+
+int phx_launch_parse(int argc, char **argv, struct phx_launch_opts *o, char *err, size_t errlen)
+{
+	int c;
+
+	defaults(o);
+	optind = 0; /* GNU: a fresh scan, also when called again */
+	opterr = 0;
+	/* '+': the worker command's own options are not ours. */
+	while ((c = getopt_long(argc, argv, "+h", long_opts, NULL)) != -1) {
+		if (c == 'h' || c == OPT_HELP) {
+			phx_launch_usage(stdout);
+			return 1;
+		}
+		if (c == OPT_VERSION) {
+			printf("phalanx-launch %s\n", PACKAGE_VERSION);
+			return 1;
+		}
+		if (c == '?' || c == ':') {
+			if (optopt > 0 && optopt < 0x80)
+				return phx_errf(err, errlen,
+						"option '-%c' is unknown or lacks its "
+						"value; run 'phalanx-launch --help'",
+						optopt);
+			return phx_errf(err, errlen,
+					"option '%s' is unknown or lacks its value; "
+					"run 'phalanx-launch --help'",
+					argv[optind - 1]);
+		}
+		if (parse_one(c, optarg, o, err, errlen) < 0)
+			return -1;
+	}
+	o->argv = argv + optind;
+	o->argc = argc - optind;
+	if (!o->agent)
+		return phx_errf(err, errlen,
+				"only agent mode exists so far: run "
+				"'srun --mpi=pmix --ntasks-per-node=1 phalanx-launch --agent -- "
+				"COMMAND' inside an allocation");
+	if (o->argc < 1)
+		return phx_errf(err, errlen,
+				"no command to run; put it after '--', e.g. "
+				"'phalanx-launch --agent -- python train.py'");
+	return 0;
+}
+
+void phx_launch_apply_conf(struct phx_launch_opts *o, const struct phx_conf *conf)
+{
+	if (o->hang_timeout_s < 0)
+		o->hang_timeout_s = conf->launcher.hang_timeout_s;
+	if (o->max_restarts < 0)
+		o->max_restarts = conf->launcher.max_restarts;
+}

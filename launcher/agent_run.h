@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The running agent: its state and the parts that touch processes and PMIx. */
+#ifndef PHX_LAUNCH_AGENT_RUN_H
+#define PHX_LAUNCH_AGENT_RUN_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <pmix.h>
+
+#include "launcher/agent.h"
+
+/* PMIx: the agent's identity and the agreement rounds. */
+struct phx_wire {
+	pmix_proc_t me;
+	uint32_t size; /* agents in the step */
+	int done_pipe[2]; /* a non-blocking fence writes its status here */
+	bool in_flight;
+	bool inited;
+};
+
+int phx_wire_init(struct phx_wire *w, char *err, size_t errlen);
+void phx_wire_fini(struct phx_wire *w);
+/* Put + Commit + Fence (collecting) + Get of key from every agent; values[size], free each. */
+int phx_wire_allgather(struct phx_wire *w, const char *key, const char *value, char **values,
+		       char *err, size_t errlen);
+/* The same without blocking: phx_wire_round_fd() turns readable when it is done. */
+int phx_wire_round_start(struct phx_wire *w, const char *key, const char *value, char *err,
+			 size_t errlen);
+int phx_wire_round_finish(struct phx_wire *w, const char *key, char **values, char *err,
+			  size_t errlen);
+
+struct phx_worker {
+	unsigned slot;
+	unsigned long rank;
+	pid_t pid; /* also the process group; 0 before the first start */
+	bool running; /* not reaped yet */
+	int status; /* waitpid's, once reaped */
+	int out_fd, err_fd; /* -1 when closed */
+	struct phx_linebuf out, err;
+	int log_fd; /* -1 without --log-dir */
+	uint64_t start_ns; /* CLOCK_MONOTONIC */
+	bool failed_reported;
+};
+
+struct phx_agent {
+	struct phx_launch_opts *o;
+	struct phx_conf conf;
+	struct phx_wire wire;
+	char node[256];
+	struct phx_rankmap map;
+	struct phx_node_topo *topo;
+	char master_addr[256];
+	unsigned master_agent; /* agent rank of the node with global rank 0 */
+	unsigned master_port;
+	unsigned nproc;
+	char **hosts; /* [wire.size]: node of each agent rank */
+	struct phx_worker *w; /* [nproc] */
+	int hb_fd;
+	void *hb;
+	size_t hb_len;
+	int sig_fd;
+	char run_dir[4096];
+	bool run_dir_owned; /* made here, removed at exit */
+	char run_id[256];
+	unsigned epoch;
+	unsigned long rounds; /* agreement rounds so far */
+	struct phx_report local; /* this agent's report in the current epoch */
+	int shutdown_sig; /* TERM or INT received */
+	cpu_set_t cpus;
+	bool have_cpus;
+};
+
+/* Wire-up: facts exchange, placement, this node's rank map. An exit code or 0. */
+int phx_agent_wireup(struct phx_agent *a);
+/* A free TCP port on this node, 0 when none. */
+unsigned phx_free_port(void);
+
+/* Processes. */
+int phx_agent_spawn_all(struct phx_agent *a);
+/* TERM (and CONT) to every worker's group, --term-timeout, KILL; reaps all, orphans too. */
+void phx_agent_stop_all(struct phx_agent *a);
+/* One poll round: output, signals, reaping; timeout_ms may be 0. extra_fd: also watched. */
+int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extra_ready);
+unsigned phx_agent_running(const struct phx_agent *a);
+void phx_agent_close_outputs(struct phx_agent *a);
+void phx_agent_forward(struct phx_agent *a, int sig);
+
+/* Hang evidence of a worker, printed before it is killed. */
+void phx_agent_evidence(struct phx_agent *a, const struct phx_worker *w);
+
+/* The supervision loop with the agreement rounds. The exit code. */
+int phx_agent_supervise(struct phx_agent *a);
+
+uint64_t phx_now_ns(clockid_t clock);
+
+#endif

@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* phalanx-launch(1): starts and watches the ranks of a training job. */
+#include "config.h"
+
+#include <errno.h>
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/heartbeat.h"
+#include "common/health.h"
+#include "common/hostlist.h"
+#include "common/log.h"
+#include "launcher/agent_run.h"
+
+static int load_conf(const struct phx_launch_opts *o, struct phx_conf *conf)
+{
+	const char *path = o->config ? o->config : PHX_CONF_DEFAULT_PATH;
+	char err[1024];
+
+	/* No site file is fine: the documented defaults apply. */
+	if (!o->config && access(path, F_OK) != 0)
+		return phx_conf_defaults(conf);
+	if (phx_conf_load_file(path, conf, err, sizeof(err)) < 0) {
+		phx_error("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
+/* Signals come through a signalfd; blocked before PMIx starts its threads. */
+static int setup_signals(struct phx_agent *a)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -1;
+	signal(SIGPIPE, SIG_IGN);
+	a->sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	/* Whatever a worker leaves behind becomes ours to stop and reap. */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		phx_warn("cannot become a child subreaper: %s; orphans of workers may survive",
+			 strerror(errno));
+	return a->sig_fd < 0 ? -1 : 0;
+}
+
+static void load_topology(struct phx_agent *a)
+{
+	struct phx_health_ctx ctx = { .node = a->node };
+	const char *xml = NULL;
+	char path[4096], err[1024];
+
+	if (a->conf.placement.hwloc_xml && *a->conf.placement.hwloc_xml) {
+		if (phx_health_expand(a->conf.placement.hwloc_xml, &ctx, path, sizeof(path)) < 0) {
+			phx_warn("placement.hwloc_xml '%s' does not expand for node %s; GPUs are "
+				 "not bound",
+				 a->conf.placement.hwloc_xml, a->node);
+			return;
+		}
+		xml = path;
+	}
+	if (phx_topo_load(xml, &a->topo, err, sizeof(err)) < 0)
+		phx_warn("no node topology, workers are not bound to CPUs and NICs: %s", err);
+}
+
+static int make_heartbeat(struct phx_agent *a)
+{
+	/* Not close-on-exec: every worker inherits it. */
+	a->hb_fd = memfd_create("phalanx-heartbeat", 0);
+	a->hb_len = phx_hb_size(a->nproc);
+	if (a->hb_fd < 0 || ftruncate(a->hb_fd, (off_t)a->hb_len) < 0)
+		goto fail;
+	a->hb = mmap(NULL, a->hb_len, PROT_READ | PROT_WRITE, MAP_SHARED, a->hb_fd, 0);
+	if (a->hb == MAP_FAILED) {
+		a->hb = NULL;
+		goto fail;
+	}
+	phx_hb_format(a->hb, a->nproc);
+	return 0;
+fail:
+	phx_error("cannot create the heartbeat page: %s", strerror(errno));
+	return -1;
+}
+
+static int make_run_dir(struct phx_agent *a)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	if (a->o->log_dir) {
+		if (mkdir(a->o->log_dir, 0755) < 0 && errno != EEXIST) {
+			phx_error("cannot create --log-dir %s: %s", a->o->log_dir, strerror(errno));
+			return -1;
+		}
+		snprintf(a->run_dir, sizeof(a->run_dir), "%s", a->o->log_dir);
+		return 0;
+	}
+	snprintf(a->run_dir, sizeof(a->run_dir), "%s/phalanx-launch.XXXXXX",
+		 tmp && *tmp ? tmp : P_tmpdir);
+	if (!mkdtemp(a->run_dir)) {
+		phx_error("cannot create a directory for the error files under %s: %s; set "
+			  "TMPDIR or --log-dir",
+			  tmp && *tmp ? tmp : P_tmpdir, strerror(errno));
+		return -1;
+	}
+	a->run_dir_owned = true;
+	return 0;
+}
+
+static void remove_run_dir(struct phx_agent *a)
+{
+	DIR *d;
+	struct dirent *e;
+
+	if (!a->run_dir_owned || !(d = opendir(a->run_dir)))
+		return;
+	while ((e = readdir(d))) {
+		char path[8192];
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", a->run_dir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(a->run_dir);
+}
+
+/*
+ * The Slurm name of this node: the step's node list at SLURM_NODEID, as
+ * the plugin names it; SLURMD_NODENAME and the host name are fallbacks.
+ */
+static void node_name(char *buf, size_t len)
+{
+	const char *list = getenv("SLURM_STEP_NODELIST"), *id = getenv("SLURM_NODEID");
+	const char *name = getenv("SLURMD_NODENAME");
+	struct phx_hostnames nodes;
+	char err[256], *end;
+	unsigned long i;
+
+	if (list && id && *id && phx_hostlist_expand(list, &nodes, err, sizeof(err)) == 0) {
+		i = strtoul(id, &end, 10);
+		if (!*end && i < nodes.count && strlen(nodes.names[i]) < len) {
+			strcpy(buf, nodes.names[i]);
+			phx_hostnames_free(&nodes);
+			return;
+		}
+		phx_hostnames_free(&nodes);
+	}
+	if (name && *name)
+		snprintf(buf, len, "%s", name);
+	else if (gethostname(buf, len) < 0)
+		snprintf(buf, len, "localhost");
+}
+
+static void set_identity(struct phx_agent *a)
+{
+	const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+
+	node_name(a->node, sizeof(a->node));
+	if (a->o->run_id)
+		snprintf(a->run_id, sizeof(a->run_id), "%s", a->o->run_id);
+	else
+		snprintf(a->run_id, sizeof(a->run_id), "%s.%s", job ? job : "0", step ? step : "0");
+	a->nproc = a->o->nproc_per_node;
+	if (!a->nproc)
+		a->nproc = phx_cuda_count(getenv("CUDA_VISIBLE_DEVICES"));
+	if (!a->nproc)
+		a->nproc = 1;
+	a->have_cpus = sched_getaffinity(0, sizeof(a->cpus), &a->cpus) == 0;
+}
+
+static int prepare(struct phx_agent *a)
+{
+	char err[1024];
+	int rc;
+
+	load_topology(a);
+	if (phx_wire_init(&a->wire, err, sizeof(err)) < 0) {
+		phx_error("%s", err);
+		return PHX_EXIT_PMIX;
+	}
+	rc = phx_agent_wireup(a);
+	if (rc)
+		return rc;
+	a->w = calloc(a->nproc, sizeof(*a->w));
+	if (!a->w || make_heartbeat(a) < 0 || make_run_dir(a) < 0)
+		return PHX_EXIT_SETUP;
+	for (unsigned i = 0; i < a->nproc; i++)
+		a->w[i].out_fd = a->w[i].err_fd = a->w[i].log_fd = -1;
+	if (a->wire.me.rank == 0)
+		phx_info("starting %lu workers on %u nodes (%u per node), rank 0 at %s:%u, "
+			 "hang timeout %d s, max restarts %d",
+			 a->map.world, a->wire.size, a->nproc, a->master_addr, a->master_port,
+			 a->o->hang_timeout_s, a->o->max_restarts);
+	if (phx_agent_spawn_all(a) < 0) {
+		phx_agent_stop_all(a);
+		return PHX_EXIT_SETUP;
+	}
+	return 0;
+}
+
+static void cleanup(struct phx_agent *a)
+{
+	for (unsigned i = 0; a->w && i < a->nproc; i++) {
+		if (a->w[i].log_fd >= 0)
+			close(a->w[i].log_fd);
+	}
+	free(a->w);
+	for (size_t i = 0; a->hosts && i < a->wire.size; i++)
+		free(a->hosts[i]);
+	free(a->hosts);
+	if (a->hb)
+		munmap(a->hb, a->hb_len);
+	if (a->hb_fd >= 0)
+		close(a->hb_fd);
+	remove_run_dir(a);
+	phx_wire_fini(&a->wire);
+	phx_rankmap_free(&a->map);
+	phx_topo_free(a->topo);
+	phx_conf_free(&a->conf);
+	if (a->sig_fd >= 0)
+		close(a->sig_fd);
+}
+
+int main(int argc, char **argv)
+{
+	struct phx_launch_opts o;
+	struct phx_agent a = { .o = &o, .hb_fd = -1, .sig_fd = -1 };
+	char err[1024];
+	int rc;
+
+	rc = phx_launch_parse(argc, argv, &o, err, sizeof(err));
+	if (rc > 0)
+		return PHX_EXIT_OK;
+	if (rc < 0) {
+		phx_error("%s", err);
+		return PHX_EXIT_USAGE;
+	}
+	if (load_conf(&o, &a.conf) < 0)
+		return PHX_EXIT_USAGE;
+	phx_log_set_level(a.conf.log_level);
+	phx_launch_apply_conf(&o, &a.conf);
+	set_identity(&a);
+	if (setup_signals(&a) < 0) {
+		phx_error("cannot set up signal handling: %s", strerror(errno));
+		phx_conf_free(&a.conf);
+		return PHX_EXIT_SETUP;
+	}
+	rc = prepare(&a);
+	if (!rc)
+		rc = phx_agent_supervise(&a);
+	cleanup(&a);
+	return rc;
+}

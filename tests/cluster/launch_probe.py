@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""A worker for the phalanx-launch cluster tests (70-launch.bats).
+
+A small PyTorch DDP (gloo) job that reports each step to the agent through
+libphalanx (ctypes, no binding), so the agent can see it hang, and that can
+be told to misbehave:
+
+  --mode train       train --steps steps and check the replicas agree
+  --mode raise       rank --rank raises an exception (every attempt)
+  --mode env         print the torchrun environment and exit
+
+Each rank prints "pid RANK PID RESTART" first, so a test can signal a
+worker of its choosing.
+"""
+import argparse
+import ctypes
+import os
+import socket
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.elastic.multiprocessing.errors import record
+
+ENV = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+       "GROUP_WORLD_SIZE", "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR",
+       "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+       "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "PHALANX_AGENT_SHM",
+       "PHALANX_AGENT_SLOT", "PHALANX_LAYOUT", "PHALANX_DP_RANK", "PHALANX_JOB_TOKEN",
+       "CUDA_VISIBLE_DEVICES", "PMIX_RANK"]
+
+
+def heartbeat_fn():
+    lib = ctypes.CDLL(os.environ["PHX_LIBPHALANX"])
+    lib.phx_heartbeat.argtypes = [ctypes.c_long]
+    lib.phx_heartbeat.restype = ctypes.c_int
+    return lib.phx_heartbeat
+
+
+@record
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", default="train", choices=["train", "raise", "env"])
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--step-sleep", type=float, default=0.1)
+    ap.add_argument("--rank", type=int, default=0, help="the rank that misbehaves")
+    args = ap.parse_args()
+
+    rank = int(os.environ["RANK"])
+    restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "?")
+    print(f"pid {rank} {os.getpid()} {restart}", flush=True)
+    if args.mode == "env":
+        print(f"env HOST={socket.gethostname()} "
+              + " ".join(f"{k}={os.environ.get(k, '-')}" for k in ENV), flush=True)
+        return 0
+    beat = heartbeat_fn()
+    if beat(0) != 0:
+        raise RuntimeError("phx_heartbeat failed: no agent")
+    dist.init_process_group("gloo")
+    world = dist.get_world_size()
+    torch.manual_seed(1234)
+    model = nn.Linear(8, 1)
+    ddp = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(100 + rank)
+    for step in range(1, args.steps + 1):
+        if args.mode == "raise" and rank == args.rank and step == 2:
+            raise ValueError(f"injected failure on rank {rank} at step {step}")
+        x = torch.randn(16, 8, generator=gen)
+        opt.zero_grad()
+        ddp(x).pow(2).mean().backward()
+        opt.step()
+        beat(step)
+        time.sleep(args.step_sleep)
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    gathered = [torch.zeros_like(flat) for _ in range(world)]
+    dist.all_gather(gathered, flat)
+    same = all(torch.equal(gathered[0], g) for g in gathered)
+    print(f"done rank {rank} restart {restart} steps {args.steps} identical {same}", flush=True)
+    dist.destroy_process_group()
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
