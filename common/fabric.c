@@ -198,22 +198,14 @@ static int expand(struct build *w, const struct fab_decl *d, struct phx_hostname
 	return -1;
 }
 
+static const char *switch_name(const void *ctx, size_t i)
+{
+	return ((const struct build *)ctx)->sw[i]->name;
+}
+
 static long find_switch(const struct build *w, const char *name)
 {
-	size_t lo = 0, hi = w->n_sw;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = phx_hostname_cmp(name, w->sw[mid]->name);
-
-		if (c == 0)
-			return (long)mid;
-		if (c < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return -1;
+	return phx_hostname_search(name, w->n_sw, switch_name, w);
 }
 
 static int collect_switches(struct build *w)
@@ -310,22 +302,14 @@ static const char *spine_of(const struct build *w, size_t i)
 	return w->parent[i] >= 0 ? w->sw[w->parent[i]]->name : "";
 }
 
+static const char *str_at(const void *ctx, size_t i)
+{
+	return ((char *const *)ctx)[i];
+}
+
 static long find_str(char *const *arr, size_t n, const char *name)
 {
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = phx_hostname_cmp(name, arr[mid]);
-
-		if (c == 0)
-			return (long)mid;
-		if (c < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return -1;
+	return phx_hostname_search(name, n, str_at, arr);
 }
 
 static int make_spines(struct build *w, size_t *leaf_sw)
@@ -688,13 +672,24 @@ void phx_fabric_free(struct phx_fabric *f)
 	free(f);
 }
 
+static const char *node_name(const void *ctx, size_t i)
+{
+	return ((const struct phx_fabric *)ctx)->nodes[i].name;
+}
+
 long phx_fabric_find(const struct phx_fabric *f, const char *name)
 {
-	size_t lo = 0, hi = f->n_nodes;
+	return phx_hostname_search(name, f->n_nodes, node_name, f);
+}
+
+long phx_hostname_search(const char *name, size_t n,
+			 const char *(*name_at)(const void *ctx, size_t i), const void *ctx)
+{
+	size_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		int c = phx_hostname_cmp(name, f->nodes[mid].name);
+		int c = phx_hostname_cmp(name, name_at(ctx, mid));
 
 		if (c == 0)
 			return (long)mid;

@@ -79,6 +79,13 @@ const char *phx_level_name(enum phx_level level);
 int phx_hostname_cmp(const char *a, const char *b);
 
 /*
+ * Binary search for name among n entries sorted by phx_hostname_cmp();
+ * name_at(ctx, i) gives the name of entry i. Its index, or -1.
+ */
+long phx_hostname_search(const char *name, size_t n,
+			 const char *(*name_at)(const void *ctx, size_t i), const void *ctx);
+
+/*
  * Reads a fabric from a YAML file (its 'fabric:' section; other top-level
  * keys are left to their own readers, so phalanx.yaml itself can be given)
  * and/or a Slurm topology.conf; either may be NULL, both NULL gives the

@@ -200,22 +200,14 @@ static const char *name_of(const struct placer *p, size_t i)
 	return p->in->nodes[p->order[i]];
 }
 
+static const char *alloc_name(const void *ctx, size_t i)
+{
+	return name_of(ctx, i);
+}
+
 static long find_alloc(const struct placer *p, const char *name)
 {
-	size_t lo = 0, hi = p->a.n_nodes;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = phx_hostname_cmp(name, name_of(p, mid));
-
-		if (c == 0)
-			return (long)mid;
-		if (c < 0)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return -1;
+	return phx_hostname_search(name, p->a.n_nodes, alloc_name, p);
 }
 
 /* Host-name order makes the result independent of the input order. */
