@@ -61,18 +61,12 @@ static int parse_args(int argc, char **argv, struct health_args *a)
 			       "See phalanx(1), spank_phalanx(8).\n",
 			       USAGE);
 			return 1;
-		case ':':
-			phx_error("health: option '%s' needs a value; %s", argv[optind - 1], USAGE);
-			return 2;
 		default:
-			phx_error("health: unknown option '%s'; %s", argv[optind - 1], USAGE);
-			return 2;
+			return phx_cli_option_error("health", c, argv, USAGE);
 		}
 	}
-	if (optind != argc) {
-		phx_error("health: unexpected argument '%s'; %s", argv[optind], USAGE);
+	if (phx_cli_no_arguments("health", argc, argv, USAGE))
 		return 2;
-	}
 	return 0;
 }
 

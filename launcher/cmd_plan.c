@@ -356,18 +356,12 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 			       "the cost with Slurm's host-name order. See phalanx-plan(1).\n",
 			       USAGE);
 			return 0;
-		case ':':
-			phx_error("plan: option '%s' needs a value\n%s", argv[optind - 1], USAGE);
-			return 2;
 		default:
-			phx_error("plan: unknown option '%s'\n%s", argv[optind - 1], USAGE);
-			return 2;
+			return phx_cli_option_error("plan", c, argv, USAGE);
 		}
 	}
-	if (optind != argc) {
-		phx_error("plan: unexpected argument '%s'\n%s", argv[optind], USAGE);
+	if (phx_cli_no_arguments("plan", argc, argv, USAGE))
 		return 2;
-	}
 	if (!a->layout || !a->nodes || !a->gpus_per_node) {
 		phx_error("plan: --layout, --nodes and --gpus-per-node are required\n%s", USAGE);
 		return 2;

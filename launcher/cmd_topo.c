@@ -218,18 +218,12 @@ int phx_cmd_topo(int argc, char **argv)
 			       "XML file)\nand the NIC each GPU uses. See phalanx-topo(1).\n",
 			       USAGE);
 			return 0;
-		case ':':
-			phx_error("topo: option '%s' needs a FILE; %s", argv[optind - 1], USAGE);
-			return 2;
 		default:
-			phx_error("topo: unknown option '%s'; %s", argv[optind - 1], USAGE);
-			return 2;
+			return phx_cli_option_error("topo", c, argv, USAGE);
 		}
 	}
-	if (optind != argc) {
-		phx_error("topo: unexpected argument '%s'; %s", argv[optind], USAGE);
+	if (phx_cli_no_arguments("topo", argc, argv, USAGE))
 		return 2;
-	}
 	if (phx_topo_load(xml, &topo, err, sizeof(err)) < 0) {
 		phx_error("%s", err);
 		return 1;

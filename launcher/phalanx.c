@@ -2,6 +2,7 @@
 /* phalanx(1): the admin and user command line tool. */
 #include "config.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +23,23 @@ static const struct phx_command commands[] = {
 	{ "plan", phx_cmd_plan, "place the ranks of a parallelism layout on nodes" },
 	{ "topo", phx_cmd_topo, "show GPUs, NICs, NUMA nodes and the NIC of each GPU" },
 };
+
+int phx_cli_option_error(const char *cmd, int c, char **argv, const char *usage)
+{
+	if (c == ':')
+		phx_error("%s: option '%s' needs a value\n%s", cmd, argv[optind - 1], usage);
+	else
+		phx_error("%s: unknown option '%s'\n%s", cmd, argv[optind - 1], usage);
+	return 2;
+}
+
+int phx_cli_no_arguments(const char *cmd, int argc, char **argv, const char *usage)
+{
+	if (optind == argc)
+		return 0;
+	phx_error("%s: unexpected argument '%s'\n%s", cmd, argv[optind], usage);
+	return 2;
+}
 
 static void usage(FILE *out)
 {
