@@ -32,6 +32,7 @@
 #include "common/fabric.h"
 #include "common/layout.h"
 #include "common/placement.h"
+#include "tests/rng.h"
 
 #define LEAVES_PER_SPINE 16
 #define RUNS 3
@@ -66,10 +67,7 @@ static uint64_t rng_state;
 
 static uint64_t rng(void)
 {
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 2685821657736338717ull;
+	return phx_xorshift64s(&rng_state);
 }
 
 static double now_ms(void)

@@ -15,6 +15,7 @@
 
 #include "common/file.h"
 #include "tests/fuzz/fuzz.h"
+#include "tests/rng.h"
 
 #define MAX_SEEDS 512
 #define FUZZ_MAX_INPUT (64u << 10)
@@ -28,11 +29,7 @@ static uint64_t rng_state;
 
 static uint64_t rng(void)
 {
-	/* xorshift64*: reproducible from the printed seed. */
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 2685821657736338717ull;
+	return phx_xorshift64s(&rng_state);
 }
 
 static size_t load_seeds(const char *dir, struct seed *seeds)

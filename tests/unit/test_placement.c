@@ -15,16 +15,14 @@
 #include "common/fabric.h"
 #include "common/layout.h"
 #include "common/placement.h"
+#include "tests/rng.h"
 
 static char err[1024];
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rng(void)
 {
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 2685821657736338717ull;
+	return phx_xorshift64s(&rng_state);
 }
 
 static unsigned pick(unsigned lo, unsigned hi)
