@@ -248,28 +248,42 @@ static uint64_t single_count(const struct item *it, unsigned long n)
 	return it->s * (n / it->s);
 }
 
-/* Smallest total over the ways to pair up the items not yet in used. */
-static uint64_t pairings(const struct bounder *bd, unsigned used, unsigned long n)
+/*
+ * Cheapest cover of the items not in used, each item alone (single[i]) or
+ * with one partner (pair[i][j], j > i). At most MAX_ITEMS items: plain
+ * recursion is fast enough.
+ */
+static uint64_t min_pairing(unsigned n_items, const uint64_t *single,
+			    const uint64_t (*pair)[MAX_ITEMS], unsigned used)
 {
 	uint64_t best;
 	unsigned i = 0;
 
-	while (i < bd->n_items && (used & (1u << i)))
+	while (i < n_items && (used & (1u << i)))
 		i++;
-	if (i == bd->n_items)
+	if (i == n_items)
 		return 0;
 	used |= 1u << i;
-	best = bd->it[i].mib * single_count(&bd->it[i], n) + pairings(bd, used, n);
-	for (unsigned j = i + 1; j < bd->n_items; j++) {
-		uint64_t v;
-
-		if (used & (1u << j))
-			continue;
-		v = knap_get(&bd->pair[i][j].value, n) + pairings(bd, used | (1u << j), n);
-		if (v < best)
-			best = v;
+	best = single[i] + min_pairing(n_items, single, pair, used);
+	for (unsigned j = i + 1; j < n_items; j++) {
+		if (!(used & (1u << j)))
+			best = umin(best, pair[i][j] + min_pairing(n_items, single, pair,
+								   used | (1u << j)));
 	}
 	return best;
+}
+
+/* Smallest total over the ways to pair up the items, for a unit of n ranks. */
+static uint64_t pairings(const struct bounder *bd, unsigned long n)
+{
+	uint64_t single[MAX_ITEMS], pair[MAX_ITEMS][MAX_ITEMS];
+
+	for (unsigned i = 0; i < bd->n_items; i++) {
+		single[i] = bd->it[i].mib * single_count(&bd->it[i], n);
+		for (unsigned j = i + 1; j < bd->n_items; j++)
+			pair[i][j] = knap_get(&bd->pair[i][j].value, n);
+	}
+	return min_pairing(bd->n_items, single, (const uint64_t(*)[MAX_ITEMS])pair, 0);
 }
 
 /* ---------------------------------------------------------------- layers */
@@ -570,7 +584,7 @@ static uint64_t unit_bound(struct bounder *bd, unsigned long n)
 
 	if (bd->memo_n[slot] != n) {
 		bd->memo_n[slot] = n;
-		bd->memo_v[slot] = umin(pairings(bd, 0, n), lp_bound(bd, n));
+		bd->memo_v[slot] = umin(pairings(bd, n), lp_bound(bd, n));
 		if (n <= bd->layer_lim)
 			bd->memo_v[slot] =
 				umin(bd->memo_v[slot], bd->layer[(1u << bd->n_items) - 1][n]);
@@ -583,26 +597,6 @@ struct totals {
 	uint64_t pair[MAX_ITEMS][MAX_ITEMS];
 	uint64_t gain[MAX_ITEMS][MAX_ITEMS];
 };
-
-/* Smallest sum of level totals over the ways to pair up the items. */
-static uint64_t total_pairings(const struct bounder *bd, const struct totals *tt, unsigned used)
-{
-	uint64_t best;
-	unsigned i = 0;
-
-	while (i < bd->n_items && (used & (1u << i)))
-		i++;
-	if (i == bd->n_items)
-		return 0;
-	used |= 1u << i;
-	best = tt->single[i] + total_pairings(bd, tt, used);
-	for (unsigned j = i + 1; j < bd->n_items; j++) {
-		if (!(used & (1u << j)))
-			best = umin(best,
-				    tt->pair[i][j] + total_pairings(bd, tt, used | (1u << j)));
-	}
-	return best;
-}
 
 static void add_unit(const struct bounder *bd, struct totals *tt, unsigned long n)
 {
@@ -667,7 +661,8 @@ static int level_saving(struct bounder *bd, unsigned level, uint64_t *out)
 					pl_sat_add(pl_sat_mul(t->b_max, a->world), tt->gain[i][j]));
 		}
 	}
-	*out = umin(sum, total_pairings(bd, tt, 0));
+	*out = umin(sum, min_pairing(bd->n_items, tt->single,
+				     (const uint64_t(*)[MAX_ITEMS])tt->pair, 0));
 	free(cap);
 	free(tt);
 	return 0;
