@@ -9,7 +9,8 @@
  * launcher share the layout without sharing a library.
  *
  * Version 1 layout, all little-endian host integers:
- *   header (64 bytes): magic "PHXHBEAT", version, nslots, slot_size, epoch
+ *   header (64 bytes): magic "PHXHBEAT", version, nslots, slot_size, epoch,
+ *                      save_request
  *   slots[nslots] (64 bytes each, one cache line): step, beat_ns, beats, pid
  */
 #ifndef PHX_HEARTBEAT_H
@@ -33,7 +34,13 @@ struct phx_hb_header {
 	uint32_t slot_size;
 	uint32_t pad0;
 	uint64_t epoch; /* restart count of the workers now running */
-	uint8_t pad[32];
+	/*
+	 * Bumped by the agent to ask its workers to save now (the preemption
+	 * signal); a worker's phx_should_save() compares it with the last
+	 * value it saw.
+	 */
+	_Atomic uint64_t save_request;
+	uint8_t pad[24];
 };
 
 struct phx_hb_slot {
