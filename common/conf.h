@@ -68,6 +68,18 @@ struct phx_conf {
 		int hang_timeout_s;
 		int max_restarts;
 	} launcher;
+	struct {
+		int gemm_tflops_min; /* 0 = only relative to the median */
+		int copy_gbps_min;
+		int busbw_gbps_min;
+		int slow_percent; /* this much below the median is slow */
+		bool drain_slow;
+		int timeout_s; /* the whole check step */
+		int nccl_timeout_s; /* one all-reduce round */
+		int memtest_mib;
+		int gemm_size;
+		int nccl_mib;
+	} check;
 	bool has_fabric; /* a 'fabric:' section is present, for phx_fabric_load() */
 };
 

@@ -3,6 +3,7 @@
 #ifndef PHX_COMMANDS_H
 #define PHX_COMMANDS_H
 
+int phx_cmd_check(int argc, char **argv);
 int phx_cmd_config(int argc, char **argv);
 int phx_cmd_health(int argc, char **argv);
 int phx_cmd_hostlist(int argc, char **argv);

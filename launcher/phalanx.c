@@ -16,6 +16,7 @@ struct phx_command {
 };
 
 static const struct phx_command commands[] = {
+	{ "check", phx_cmd_check, "test GPUs and NCCL links of nodes; drain bad ones" },
 	{ "config", phx_cmd_config, "check or show phalanx.yaml" },
 	{ "health", phx_cmd_health, "run the node health checks of the job prolog" },
 	{ "hostlist", phx_cmd_hostlist, "expand or compress Slurm host lists" },

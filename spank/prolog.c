@@ -9,7 +9,6 @@
  */
 #include "config.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,12 +19,12 @@
 #include <slurm/slurm_errno.h>
 #include <slurm/spank.h>
 
+#include "common/drain.h"
 #include "common/health.h"
 #include "common/log.h"
 #include "spank/prolog.h"
 
-/* Slurm keeps reasons of any length; sinfo shows the start. Keep it short. */
-#define REASON_MAX 200
+#define REASON_MAX PHX_DRAIN_REASON_MAX
 
 /*
  * The prolog's environment is this process's own (spank_getenv answers
@@ -76,48 +75,15 @@ static void log_report(const struct phx_health_report *rep, const struct phx_hea
 			  ctx->node ? ctx->node : "this node");
 }
 
-typedef void (*init_update_fn)(update_node_msg_t *msg);
-typedef int (*update_node_fn)(update_node_msg_t *msg);
-typedef char *(*strerror_fn)(int errnum);
-typedef int (*get_errno_fn)(void);
-
-static const char *slurm_err(void)
-{
-	strerror_fn str;
-	get_errno_fn get;
-
-	*(void **)&str = dlsym(RTLD_DEFAULT, "slurm_strerror");
-	*(void **)&get = dlsym(RTLD_DEFAULT, "slurm_get_errno");
-	return str && get ? str(get()) : strerror(errno);
-}
-
-/*
- * The plugin is not linked against libslurm: slurmstepd brings its own
- * copy (libslurmfull), whose slurm_update_node is the same call. It is
- * looked up at run time, so the plugin loads where it is missing.
- */
+/* Slurm drains the node anyway when the prolog fails; this sets the reason. */
 static void set_drain_reason(const char *node, const char *reason)
 {
-	update_node_msg_t msg;
-	init_update_fn init;
-	update_node_fn update;
+	char err[256];
 
-	*(void **)&init = dlsym(RTLD_DEFAULT, "slurm_init_update_node_msg");
-	*(void **)&update = dlsym(RTLD_DEFAULT, "slurm_update_node");
-	if (!init || !update) {
-		phx_warn("health: cannot set the drain reason of %s: slurm_update_node is not "
-			 "loaded in this process; Slurm drains the node with its own reason",
-			 node);
-		return;
-	}
-	init(&msg);
-	msg.node_names = (char *)node;
-	msg.node_state = NODE_STATE_DRAIN;
-	msg.reason = (char *)reason;
-	if (update(&msg) != SLURM_SUCCESS)
+	if (phx_slurm_drain(node, reason, err, sizeof(err)) < 0)
 		phx_warn("health: setting the drain reason of %s failed: %s; Slurm drains the "
 			 "node with its own reason",
-			 node, slurm_err());
+			 node, err);
 	else
 		phx_info("health: drained %s: %s", node, reason);
 }

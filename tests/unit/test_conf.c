@@ -46,6 +46,16 @@ static const char *const all_keys[] = {
 	"checkpoint.keep",
 	"launcher.hang_timeout",
 	"launcher.max_restarts",
+	"check.gemm_tflops_min",
+	"check.copy_gbps_min",
+	"check.busbw_gbps_min",
+	"check.slow_percent",
+	"check.drain_slow",
+	"check.timeout",
+	"check.nccl_timeout",
+	"check.memtest_mib",
+	"check.gemm_size",
+	"check.nccl_mib",
 };
 
 static int load(const char *text, struct phx_conf *conf)
@@ -82,6 +92,9 @@ static void assert_defaults(const struct phx_conf *c)
 	assert_int_equal(c->checkpoint.keep, 3);
 	assert_int_equal(c->launcher.hang_timeout_s, 600);
 	assert_int_equal(c->launcher.max_restarts, 3);
+	assert_int_equal(c->check.slow_percent, 20);
+	assert_true(c->check.drain_slow);
+	assert_int_equal(c->check.nccl_timeout_s, 60);
 }
 
 static void assert_same(const struct phx_conf *a, const struct phx_conf *b)
@@ -114,6 +127,9 @@ static void assert_same(const struct phx_conf *a, const struct phx_conf *b)
 	assert_int_equal(a->checkpoint.keep, b->checkpoint.keep);
 	assert_int_equal(a->launcher.hang_timeout_s, b->launcher.hang_timeout_s);
 	assert_int_equal(a->launcher.max_restarts, b->launcher.max_restarts);
+	assert_int_equal(a->check.slow_percent, b->check.slow_percent);
+	assert_int_equal(a->check.gemm_tflops_min, b->check.gemm_tflops_min);
+	assert_int_equal(a->check.drain_slow, b->check.drain_slow);
 }
 
 static const char full[] = "log_level: debug\n"
@@ -150,6 +166,10 @@ static const char full[] = "log_level: debug\n"
 			   "launcher:\n"
 			   "  hang_timeout: 10\n"
 			   "  max_restarts: 0\n"
+			   "check:\n"
+			   "  gemm_tflops_min: 700\n"
+			   "  slow_percent: 30\n"
+			   "  drain_slow: false\n"
 			   "fabric:\n"
 			   "  switches:\n"
 			   "    - {name: s1, nodes: \"n[1-4]\"}\n"
@@ -225,6 +245,9 @@ static void test_full(void **state)
 	assert_int_equal(conf.checkpoint.keep, 1000);
 	assert_int_equal(conf.launcher.hang_timeout_s, 10);
 	assert_int_equal(conf.launcher.max_restarts, 0);
+	assert_int_equal(conf.check.gemm_tflops_min, 700);
+	assert_int_equal(conf.check.slow_percent, 30);
+	assert_false(conf.check.drain_slow);
 	phx_conf_free(&conf);
 	/* Flow style is the same document. */
 	assert_int_equal(

@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * phalanx check [--nodes HOSTLIST] [--results FILE] [--drain] [--json]
+ *               [--config FILE] [--program PATH] [--timeout SECONDS]
+ *
+ * Runs the GPU and NCCL preflight check on the nodes of the allocation
+ * (or replays recorded results), judges them against the thresholds of
+ * phalanx.yaml, prints a table or JSON and, with --drain, drains the nodes
+ * found bad with what was measured.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "common/conf.h"
+#include "common/hostlist.h"
+#include "common/log.h"
+#include "common/preflight.h"
+#include "launcher/commands.h"
+
+#define USAGE                                                                                      \
+	"usage: phalanx check [--nodes HOSTLIST] [--results FILE] [--drain] [--json]\n"            \
+	"                     [--config FILE] [--program PATH] [--timeout SECONDS]"
+
+/* Exit status: 0 all nodes fine, 1 some are not, 2 usage, 3 no results. */
+enum { EXIT_BAD_NODES = 1, EXIT_USAGE = 2, EXIT_RUN = 3 };
+
+struct check_args {
+	const char *nodes;
+	const char *results;
+	const char *config;
+	const char *program;
+	int timeout_s;
+	bool drain, json;
+};
+
+static int parse_timeout(const char *s, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < 1 || v > 86400)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/* 0 = run, 1 = --help done, 2 = usage error. */
+static int parse_args(int argc, char **argv, struct check_args *a)
+{
+	static const struct option opts[] = {
+		{ "nodes", required_argument, NULL, 'w' },
+		{ "results", required_argument, NULL, 'r' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "program", required_argument, NULL, 'p' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "drain", no_argument, NULL, 'd' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'w':
+			a->nodes = optarg;
+			break;
+		case 'r':
+			a->results = optarg;
+			break;
+		case 'c':
+			a->config = optarg;
+			break;
+		case 'p':
+			a->program = optarg;
+			break;
+		case 't':
+			if (parse_timeout(optarg, &a->timeout_s) < 0) {
+				phx_error("check: --timeout '%s' is not a number of seconds "
+					  "from 1 to 86400",
+					  optarg);
+				return 2;
+			}
+			break;
+		case 'd':
+			a->drain = true;
+			break;
+		case 'j':
+			a->json = true;
+			break;
+		case 'h':
+			printf("%s\nTests the GPUs and NCCL links of the allocation's nodes (or "
+			       "replays --results) and reports the nodes below the thresholds of "
+			       "phalanx.yaml.\nExit status: 0 all nodes fine, 1 some are not, "
+			       "2 bad usage or configuration, 3 no results.\n"
+			       "See phalanx-check(8).\n",
+			       USAGE);
+			return 1;
+		default:
+			return phx_cli_option_error("check", c, argv, USAGE);
+		}
+	}
+	return phx_cli_no_arguments("check", argc, argv, USAGE);
+}
+
+static int load_conf(const char *path, struct phx_conf *conf)
+{
+	char err[512];
+
+	if (!path && access(PHX_CONF_DEFAULT_PATH, F_OK) < 0 && errno == ENOENT)
+		return phx_conf_defaults(conf);
+	if (phx_conf_load_file(path ? path : PHX_CONF_DEFAULT_PATH, conf, err, sizeof(err)) < 0) {
+		phx_error("%s", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int expand_nodes(const char *expr, struct phx_hostnames *hosts)
+{
+	char err[256];
+
+	if (!expr)
+		expr = getenv("SLURM_JOB_NODELIST");
+	if (!expr || !*expr) {
+		phx_error("check: no nodes to check: run it inside an allocation (salloc, sbatch) "
+			  "or give --nodes HOSTLIST");
+		return -1;
+	}
+	if (phx_hostlist_expand(expr, hosts, err, sizeof(err)) < 0) {
+		phx_error("check: --nodes '%s': %s", expr, err);
+		return -1;
+	}
+	return 0;
+}
+
+/* Keeps the recorded nodes named in hosts, in hosts' order; all must be there. */
+static int select_nodes(struct phx_check_results *res, const struct phx_hostnames *hosts,
+			const char *file)
+{
+	struct phx_check_results out = { 0 };
+
+	for (size_t h = 0; h < hosts->count; h++) {
+		size_t i;
+
+		for (i = 0; i < res->n && strcmp(res->nodes[i].name, hosts->names[h]); i++)
+			;
+		if (i == res->n) {
+			phx_error("check: %s has no results for node %s; leave it out of --nodes",
+				  file, hosts->names[h]);
+			phx_check_results_free(&out);
+			return -1;
+		}
+		if (phx_check_results_add(&out, &res->nodes[i]) < 0) {
+			phx_check_results_free(&out);
+			return -1;
+		}
+	}
+	phx_check_results_free(res);
+	*res = out;
+	return 0;
+}
+
+static int get_results(const struct check_args *a, const struct phx_conf *conf,
+		       struct phx_check_results *res)
+{
+	struct phx_check_run_opts opts = { a->program, a->config, a->timeout_s };
+	struct phx_hostnames hosts = { 0 };
+	char err[512];
+	int rc = 0;
+
+	if (a->results) {
+		if (phx_check_results_load(a->results, res, err, sizeof(err)) < 0) {
+			phx_error("check: --results %s", err);
+			return -1;
+		}
+		if (a->nodes && (expand_nodes(a->nodes, &hosts) < 0 ||
+				 select_nodes(res, &hosts, a->results) < 0))
+			rc = -1;
+		phx_hostnames_free(&hosts);
+		return rc;
+	}
+	if (expand_nodes(a->nodes, &hosts) < 0)
+		return -1;
+	if (phx_check_run(hosts.names, hosts.count, conf, &opts, res, err, sizeof(err)) < 0) {
+		phx_error("check: %s", err);
+		rc = -1;
+	}
+	phx_hostnames_free(&hosts);
+	return rc;
+}
+
+static const struct phx_check_link *round1(const struct phx_check_node *node)
+{
+	for (size_t l = 0; l < node->n_links; l++) {
+		if (node->links[l].round == 1)
+			return &node->links[l];
+	}
+	return NULL;
+}
+
+static void print_row(const struct phx_check_node *node, const struct phx_check_verdict *v)
+{
+	const struct phx_check_link *l = round1(node);
+	double gemm = 0, h2d = 0, d2h = 0;
+	char nccl[32] = "-";
+
+	for (size_t g = 0; g < node->n_gpus; g++) {
+		const struct phx_check_gpu *gpu = &node->gpus[g];
+
+		gemm = !g || gpu->gemm_tflops < gemm ? gpu->gemm_tflops : gemm;
+		h2d = !g || gpu->h2d_gbps < h2d ? gpu->h2d_gbps : h2d;
+		d2h = !g || gpu->d2h_gbps < d2h ? gpu->d2h_gbps : d2h;
+	}
+	if (l && l->status == PHX_LINK_OK)
+		snprintf(nccl, sizeof(nccl), "%.1f", l->busbw_gbps);
+	else if (l)
+		snprintf(nccl, sizeof(nccl), "%s", phx_link_status_name(l->status));
+	printf("%-16s %-7s %4zu %9.1f %8.1f %8.1f %9s  %s\n", node->name,
+	       phx_check_state_name(v->state), node->n_gpus, gemm, h2d, d2h, nccl,
+	       v->reason[0] ? v->reason : v->note);
+}
+
+static void print_table(const struct phx_check_results *res, const struct phx_check_verdict *v)
+{
+	size_t bad = 0;
+
+	printf("%-16s %-7s %4s %9s %8s %8s %9s  %s\n", "NODE", "STATE", "GPUS", "TFLOP/s",
+	       "H2D GB/s", "D2H GB/s", "NCCL GB/s", "REASON");
+	for (size_t i = 0; i < res->n; i++) {
+		print_row(&res->nodes[i], &v[i]);
+		bad += v[i].state != PHX_CHECK_OK;
+	}
+	printf("%zu of %zu nodes below threshold", bad, res->n);
+	for (size_t i = 0, k = 0; i < res->n; i++) {
+		if (v[i].state != PHX_CHECK_OK)
+			printf("%s %s (%s)", k++ ? "," : ":", v[i].node,
+			       phx_check_state_name(v[i].state));
+	}
+	printf("\n(columns: the slowest GPU of the node; NCCL: round 1)\n");
+}
+
+static int print_json(const struct phx_check_results *res, const struct phx_check_verdict *v)
+{
+	struct json_object *doc = phx_check_results_to_json(res, v);
+
+	if (!doc) {
+		phx_error("check: out of memory writing JSON");
+		return -1;
+	}
+	puts(json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+							 JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(doc);
+	return 0;
+}
+
+static int report(const struct check_args *a, const struct phx_conf *conf,
+		  const struct phx_check_results *res)
+{
+	struct phx_check_verdict *v = calloc(res->n + 1, sizeof(*v));
+	struct phx_check_limits lim;
+	size_t drained = 0;
+	int rc = 0;
+
+	if (!v) {
+		phx_error("check: out of memory");
+		return EXIT_RUN;
+	}
+	phx_check_limits_from_conf(conf, &lim);
+	phx_check_judge(res, &lim, v);
+	if (a->json)
+		rc = print_json(res, v) < 0 ? EXIT_RUN : 0;
+	else
+		print_table(res, v);
+	if (!rc && a->drain && phx_check_drain(v, res->n, &lim, &drained) > 0)
+		rc = EXIT_RUN;
+	if (a->drain)
+		phx_info("check: drained %zu node%s", drained, drained == 1 ? "" : "s");
+	if (!rc && phx_check_worst(v, res->n) != PHX_CHECK_OK)
+		rc = EXIT_BAD_NODES;
+	free(v);
+	return rc;
+}
+
+int phx_cmd_check(int argc, char **argv)
+{
+	struct check_args a = { 0 };
+	struct phx_check_results res = { 0 };
+	struct phx_conf conf;
+	int rc = parse_args(argc, argv, &a);
+
+	if (rc)
+		return rc == 1 ? 0 : EXIT_USAGE;
+	if (load_conf(a.config, &conf) < 0)
+		return EXIT_USAGE;
+	phx_log_set_level(conf.log_level);
+	if (get_results(&a, &conf, &res) < 0)
+		rc = EXIT_RUN;
+	else
+		rc = report(&a, &conf, &res);
+	phx_check_results_free(&res);
+	phx_conf_free(&conf);
+	return rc;
+}
