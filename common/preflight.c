@@ -299,13 +299,35 @@ static void judge_gpu(struct phx_check_verdict *v, const struct phx_check_gpu *g
 		    "copy_gbps_min", "GB/s");
 }
 
+/* The first finding names its GPU; the count says whether it is the only one. */
+static void judge_gpus(struct phx_check_verdict *v, const struct phx_check_node *node,
+		       const struct medians *m, const struct phx_check_limits *lim)
+{
+	size_t flagged = 0, len;
+
+	for (size_t g = 0; g < node->n_gpus; g++) {
+		struct phx_check_verdict one = { .state = PHX_CHECK_OK };
+
+		judge_gpu(&one, &node->gpus[g], m, lim);
+		if (one.state == PHX_CHECK_OK)
+			continue;
+		flagged++;
+		find(v, one.state, "%s", one.reason);
+	}
+	len = strlen(v->reason);
+	if (flagged > 1 && len < sizeof(v->reason))
+		text(v->reason + len, sizeof(v->reason) - len, " (%zu of %zu GPUs below)", flagged,
+		     node->n_gpus);
+}
+
 static void describe_link(char *buf, size_t len, const struct phx_check_link *l)
 {
 	if (l->status == PHX_LINK_OK)
 		text(buf, len, "%s %.1f GB/s", l->peer, l->busbw_gbps);
+	else if (l->status == PHX_LINK_TIMEOUT)
+		text(buf, len, "%s timeout", l->peer);
 	else
-		text(buf, len, "%s %s%s%s", l->peer, phx_link_status_name(l->status),
-		     l->error[0] ? ": " : "", l->error);
+		text(buf, len, "%s error%s%s", l->peer, l->error[0] ? ": " : "", l->error);
 }
 
 static void judge_links(const struct phx_check_results *res, size_t i, struct phx_check_verdict *v,
@@ -379,8 +401,7 @@ void phx_check_judge(const struct phx_check_results *res, const struct phx_check
 		}
 		if (!node->n_gpus)
 			find(v, PHX_CHECK_FAILED, "no GPU was tested");
-		for (size_t g = 0; g < node->n_gpus; g++)
-			judge_gpu(v, &node->gpus[g], &m, lim);
+		judge_gpus(v, node, &m, lim);
 		judge_links(res, i, v, lim, m.link);
 	}
 	for (size_t i = 0; i < res->n; i++)

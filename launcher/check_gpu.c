@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -308,12 +309,30 @@ static void test_device(const struct phx_conf *conf, int index, struct phx_check
 	cudaDeviceReset();
 }
 
+/* CUDA reports a missing driver as an old one; say which it is. */
+static bool driver_present(struct phx_check_node *node)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+
+	if (lib) {
+		dlclose(lib);
+		return true;
+	}
+	snprintf(node->error, sizeof(node->error),
+		 "no usable GPU: no NVIDIA driver on this node (%s); install the driver or take "
+		 "the node out of GPU partitions",
+		 dlerror());
+	return false;
+}
+
 int phx_gpu_check(const struct phx_conf *conf, struct phx_check_node *node)
 {
 	cudaError_t e;
 	int n = 0;
 
 	e = cudaGetDeviceCount(&n);
+	if (e == cudaErrorInsufficientDriver && !driver_present(node))
+		return 0;
 	if (e != cudaSuccess) {
 		snprintf(node->error, sizeof(node->error),
 			 "no usable GPU: CUDA reports '%s' (%s); check the driver with nvidia-smi",

@@ -244,10 +244,15 @@ void phx_nccl_run(const struct phx_nccl_pair *pair, struct phx_check_link *link)
 	for (int i = 0; !rc && i < TIMED_ITERS; i++)
 		rc = all_reduce(&r);
 	secs = now() - t0;
-	if (!rc)
-		link->busbw_gbps =
-			secs > 0 ? (double)pair->bytes * TIMED_ITERS / secs / 1e9 * 2 * (n - 1) / n
-				 : 0;
+	if (!rc && secs > 0) {
+		double algbw = (double)pair->bytes * TIMED_ITERS / secs / 1e9;
+
+		/* One rank moves nothing over a bus: its bus bandwidth is 0 by definition. */
+		link->busbw_gbps = algbw * 2 * (n - 1) / n;
+		phx_info("check: all-reduce with %s over %d GPUs, %zu MiB each: algorithm "
+			 "bandwidth %.1f GB/s, bus bandwidth %.1f GB/s",
+			 link->peer, pair->nranks, pair->bytes >> 20, algbw, link->busbw_gbps);
+	}
 	teardown(&r, rc < 0);
 	if (link->status != PHX_LINK_OK)
 		phx_error("check: NCCL all-reduce with %s: %s", link->peer, link->error);
