@@ -25,8 +25,13 @@
  *	   or phx_check_results_load(path, &res, err, len);	(recorded)
  *	v = calloc(res.n, sizeof(*v));
  *	phx_check_judge(&res, &lim, v);
- *	phx_check_decide(v, res.n, &lim, &decision);	(exclude / slow lists)
- *	phx_check_drain(v, res.n, &lim, ...);		(optional)
+ *	phx_check_decide(v, res.n, &decision);	(exclude / slow lists)
+ *	phx_check_drain(v, res.n, &lim, &drained);	(optional)
+ *
+ * phx_check_verdicts() does the first four steps of the live path in one
+ * call. decision.slow goes to struct phx_place_input.slow (placement keeps
+ * slow nodes off the critical path); decision.exclude are the nodes not to
+ * run on (the driver's spares replace them).
  */
 #ifndef PHX_PREFLIGHT_H
 #define PHX_PREFLIGHT_H
@@ -181,6 +186,15 @@ struct phx_check_run_opts {
 int phx_check_run(char *const *hosts, size_t n, const struct phx_conf *conf,
 		  const struct phx_check_run_opts *opts, struct phx_check_results *out, char *err,
 		  size_t errlen);
+/*
+ * For the launcher (--preflight) and the daemon: phx_check_run, then
+ * phx_check_judge with the thresholds of conf. *verdicts (malloc'd, one
+ * per host in hosts' order) is what phx_check_decide and phx_check_drain
+ * take. Returns 0, or -1 when the step gave no results (err says why).
+ */
+int phx_check_verdicts(char *const *hosts, size_t n, const struct phx_conf *conf,
+		       const struct phx_check_run_opts *opts, struct phx_check_verdict **verdicts,
+		       char *err, size_t errlen);
 /*
  * Drains the FAILED nodes (and SLOW ones when lim->drain_slow) through
  * libslurm with reason "phalanx: check: REASON". Returns how many could

@@ -253,3 +253,24 @@ int phx_check_run(char *const *hosts, size_t n, const struct phx_conf *conf,
 	phx_check_results_free(&got);
 	return rc;
 }
+
+int phx_check_verdicts(char *const *hosts, size_t n, const struct phx_conf *conf,
+		       const struct phx_check_run_opts *opts, struct phx_check_verdict **verdicts,
+		       char *err, size_t errlen)
+{
+	struct phx_check_results res;
+	struct phx_check_limits lim;
+
+	*verdicts = NULL;
+	if (phx_check_run(hosts, n, conf, opts, &res, err, errlen) < 0)
+		return -1;
+	*verdicts = calloc(res.n + 1, sizeof(**verdicts));
+	if (!*verdicts) {
+		phx_check_results_free(&res);
+		return phx_errf(err, errlen, "out of memory");
+	}
+	phx_check_limits_from_conf(conf, &lim);
+	phx_check_judge(&res, &lim, *verdicts);
+	phx_check_results_free(&res);
+	return 0;
+}

@@ -146,12 +146,15 @@ static int expand_nodes(const char *expr, struct phx_hostnames *hosts)
 	return 0;
 }
 
-/* Keeps the recorded nodes named in hosts, in hosts' order; all must be there. */
-static int select_nodes(struct phx_check_results *res, const struct phx_hostnames *hosts,
-			const char *file)
+/*
+ * Marks the recorded nodes named in hosts; all must be there. The whole
+ * recorded step is still judged: its medians and its pairs involve them all.
+ */
+static int select_nodes(const struct phx_check_results *res, const struct phx_hostnames *hosts,
+			const char *file, bool *shown)
 {
-	struct phx_check_results out = { 0 };
-
+	for (size_t i = 0; i < res->n; i++)
+		shown[i] = false;
 	for (size_t h = 0; h < hosts->count; h++) {
 		size_t i;
 
@@ -160,21 +163,15 @@ static int select_nodes(struct phx_check_results *res, const struct phx_hostname
 		if (i == res->n) {
 			phx_error("check: %s has no results for node %s; leave it out of --nodes",
 				  file, hosts->names[h]);
-			phx_check_results_free(&out);
 			return -1;
 		}
-		if (phx_check_results_add(&out, &res->nodes[i]) < 0) {
-			phx_check_results_free(&out);
-			return -1;
-		}
+		shown[i] = true;
 	}
-	phx_check_results_free(res);
-	*res = out;
 	return 0;
 }
 
 static int get_results(const struct check_args *a, const struct phx_conf *conf,
-		       struct phx_check_results *res)
+		       struct phx_check_results *res, bool **shown)
 {
 	struct phx_check_run_opts opts = { a->program, a->config, a->timeout_s };
 	struct phx_hostnames hosts = { 0 };
@@ -186,18 +183,25 @@ static int get_results(const struct check_args *a, const struct phx_conf *conf,
 			phx_error("check: --results %s", err);
 			return -1;
 		}
-		if (a->nodes && (expand_nodes(a->nodes, &hosts) < 0 ||
-				 select_nodes(res, &hosts, a->results) < 0))
-			rc = -1;
-		phx_hostnames_free(&hosts);
-		return rc;
-	}
-	if (expand_nodes(a->nodes, &hosts) < 0)
+	} else if (expand_nodes(a->nodes, &hosts) < 0) {
 		return -1;
-	if (phx_check_run(hosts.names, hosts.count, conf, &opts, res, err, sizeof(err)) < 0) {
+	} else if (phx_check_run(hosts.names, hosts.count, conf, &opts, res, err, sizeof(err)) <
+		   0) {
 		phx_error("check: %s", err);
 		rc = -1;
 	}
+	phx_hostnames_free(&hosts);
+	if (rc < 0)
+		return -1;
+	*shown = calloc(res->n + 1, sizeof(**shown));
+	if (!*shown)
+		return -1;
+	for (size_t i = 0; i < res->n; i++)
+		(*shown)[i] = true;
+	if (a->results && a->nodes &&
+	    (expand_nodes(a->nodes, &hosts) < 0 ||
+	     select_nodes(res, &hosts, a->results, *shown) < 0))
+		rc = -1;
 	phx_hostnames_free(&hosts);
 	return rc;
 }
@@ -266,30 +270,52 @@ static int print_json(const struct phx_check_results *res, const struct phx_chec
 	return 0;
 }
 
+/* The shown nodes and their verdicts, moved to the front of both arrays. */
+static size_t compact(struct phx_check_results *view, struct phx_check_verdict *v,
+		      const bool *shown)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < view->n; i++) {
+		if (!shown[i])
+			continue;
+		view->nodes[k] = view->nodes[i];
+		v[k++] = v[i];
+	}
+	return k;
+}
+
 static int report(const struct check_args *a, const struct phx_conf *conf,
-		  const struct phx_check_results *res)
+		  const struct phx_check_results *res, const bool *shown)
 {
 	struct phx_check_verdict *v = calloc(res->n + 1, sizeof(*v));
+	struct phx_check_results view = { calloc(res->n + 1, sizeof(*view.nodes)), res->n };
 	struct phx_check_limits lim;
 	size_t drained = 0;
 	int rc = 0;
 
-	if (!v) {
+	if (!v || !view.nodes) {
 		phx_error("check: out of memory");
+		free(v);
+		free(view.nodes);
 		return EXIT_RUN;
 	}
 	phx_check_limits_from_conf(conf, &lim);
 	phx_check_judge(res, &lim, v);
+	/* A shallow copy: the view's nodes belong to res. */
+	memcpy(view.nodes, res->nodes, res->n * sizeof(*view.nodes));
+	view.n = compact(&view, v, shown);
 	if (a->json)
-		rc = print_json(res, v) < 0 ? EXIT_RUN : 0;
+		rc = print_json(&view, v) < 0 ? EXIT_RUN : 0;
 	else
-		print_table(res, v);
-	if (!rc && a->drain && phx_check_drain(v, res->n, &lim, &drained) > 0)
+		print_table(&view, v);
+	if (!rc && a->drain && phx_check_drain(v, view.n, &lim, &drained) > 0)
 		rc = EXIT_RUN;
 	if (a->drain)
 		phx_info("check: drained %zu node%s", drained, drained == 1 ? "" : "s");
-	if (!rc && phx_check_worst(v, res->n) != PHX_CHECK_OK)
+	if (!rc && phx_check_worst(v, view.n) != PHX_CHECK_OK)
 		rc = EXIT_BAD_NODES;
+	free(view.nodes);
 	free(v);
 	return rc;
 }
@@ -299,6 +325,7 @@ int phx_cmd_check(int argc, char **argv)
 	struct check_args a = { 0 };
 	struct phx_check_results res = { 0 };
 	struct phx_conf conf;
+	bool *shown = NULL;
 	int rc = parse_args(argc, argv, &a);
 
 	if (rc)
@@ -306,10 +333,11 @@ int phx_cmd_check(int argc, char **argv)
 	if (load_conf(a.config, &conf) < 0)
 		return EXIT_USAGE;
 	phx_log_set_level(conf.log_level);
-	if (get_results(&a, &conf, &res) < 0)
+	if (get_results(&a, &conf, &res, &shown) < 0)
 		rc = EXIT_RUN;
 	else
-		rc = report(&a, &conf, &res);
+		rc = report(&a, &conf, &res, shown);
+	free(shown);
 	phx_check_results_free(&res);
 	phx_conf_free(&conf);
 	return rc;

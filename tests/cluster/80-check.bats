@@ -87,19 +87,24 @@ row()
 	! node_drained node3
 	[[ $(drain_reason node2) == "phalanx: check: GPU "*": GEMM "*" TFLOP/s, below 80% of the median"* ]]
 	[[ $(drain_reason node4) == "phalanx: check: NCCL all-reduce failed with node3 timeout"* ]]
-	sinfo -R -h | grep -q '^phalanx: check: NCCL all-reduce failed'
+	sinfo -R -h -o '%E|%N' | grep -q '^phalanx: check: NCCL all-reduce failed.*|node4$'
 	# Resumed, the nodes take jobs again.
 	scontrol update nodename=node2,node4 state=resume
 	wait_for 30 node_idle node2
 	wait_for 30 node_idle node4
 }
 
-@test "--nodes picks nodes of the recorded results; --json replays as --results" {
+@test "--nodes reports nodes of the recorded step, judged with the whole step; --json replays" {
 	run "$PHALANX" check --config "$CONF" --results "$RECORDED" --nodes 'node[1-2]'
 	show_run
 	[ "$status" -eq 1 ]
 	[ -z "$(row node4)" ]
 	[[ $(row node2) == "node2 "*" slow "* ]]
+	run "$PHALANX" check --config "$CONF" --results "$RECORDED" --nodes 'node[1-3]' --drain
+	show_run
+	[ "$status" -eq 1 ]
+	wait_for 10 node_drained node2
+	! node_drained node4
 	"$PHALANX" check --config "$CONF" --results "$RECORDED" --json >"$BATS_TEST_TMPDIR/r.json" || [ $? -eq 1 ]
 	grep -q '"state": "failed"' "$BATS_TEST_TMPDIR/r.json"
 	run "$PHALANX" check --config "$CONF" --results "$BATS_TEST_TMPDIR/r.json"
