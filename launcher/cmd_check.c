@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,26 +216,39 @@ static const struct phx_check_link *round1(const struct phx_check_node *node)
 	return NULL;
 }
 
+/* A rate of the slowest GPU, or "-" when none was measured: never a made-up 0. */
+static void rate(char *buf, size_t len, const struct phx_check_node *node, size_t offset)
+{
+	double low = 0;
+	size_t n = 0;
+
+	for (size_t g = 0; g < node->n_gpus; g++) {
+		double v = *(const double *)(const void *)((const char *)&node->gpus[g] + offset);
+
+		if (node->gpus[g].error[0])
+			continue;
+		low = !n++ || v < low ? v : low;
+	}
+	if (n)
+		snprintf(buf, len, "%.1f", low);
+	else
+		snprintf(buf, len, "-");
+}
+
 static void print_row(const struct phx_check_node *node, const struct phx_check_verdict *v)
 {
 	const struct phx_check_link *l = round1(node);
-	double gemm = 0, h2d = 0, d2h = 0;
-	char nccl[32] = "-";
+	char gemm[32], h2d[32], d2h[32], nccl[32] = "-";
 
-	for (size_t g = 0; g < node->n_gpus; g++) {
-		const struct phx_check_gpu *gpu = &node->gpus[g];
-
-		gemm = !g || gpu->gemm_tflops < gemm ? gpu->gemm_tflops : gemm;
-		h2d = !g || gpu->h2d_gbps < h2d ? gpu->h2d_gbps : h2d;
-		d2h = !g || gpu->d2h_gbps < d2h ? gpu->d2h_gbps : d2h;
-	}
+	rate(gemm, sizeof(gemm), node, offsetof(struct phx_check_gpu, gemm_tflops));
+	rate(h2d, sizeof(h2d), node, offsetof(struct phx_check_gpu, h2d_gbps));
+	rate(d2h, sizeof(d2h), node, offsetof(struct phx_check_gpu, d2h_gbps));
 	if (l && l->status == PHX_LINK_OK)
 		snprintf(nccl, sizeof(nccl), "%.1f", l->busbw_gbps);
 	else if (l)
 		snprintf(nccl, sizeof(nccl), "%s", phx_link_status_name(l->status));
-	printf("%-16s %-7s %4zu %9.1f %8.1f %8.1f %9s  %s\n", node->name,
-	       phx_check_state_name(v->state), node->n_gpus, gemm, h2d, d2h, nccl,
-	       v->reason[0] ? v->reason : v->note);
+	printf("%-16s %-7s %4zu %9s %8s %8s %9s  %s\n", node->name, phx_check_state_name(v->state),
+	       node->n_gpus, gemm, h2d, d2h, nccl, v->reason[0] ? v->reason : v->note);
 }
 
 static void print_table(const struct phx_check_results *res, const struct phx_check_verdict *v)

@@ -148,6 +148,8 @@ row()
 	[ "$status" -eq 1 ]
 	for n in node1 node2 node3 node4; do
 		[[ $(row "$n") == "$n "*" failed "*"no usable GPU: "* ]]
+		# No GPU measured: dashes, never a made-up 0.
+		[[ $(row "$n") == "$n "*" failed "*" 0 "*" - "*" - "*" - "*" - "* ]]
 		! node_drained "$n"
 	done
 }
