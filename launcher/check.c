@@ -120,11 +120,34 @@ static void node_name(const char *given, char *out, size_t len)
 	out[strcspn(out, ".")] = '\0';
 }
 
-static void print_doc(struct json_object *doc)
+/*
+ * The results go to the original stdout only. Everything else that writes
+ * to stdout (NCCL_DEBUG=INFO does, by default) goes to stderr, so the
+ * front end always reads one clean JSON document.
+ */
+static FILE *results_out;
+
+static int keep_stdout_for_results(void)
 {
-	puts(json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-							 JSON_C_TO_STRING_NOSLASHESCAPE));
-	fflush(stdout);
+	int fd = dup(STDOUT_FILENO);
+
+	if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
+		return -1;
+	results_out = fdopen(fd, "w");
+	return results_out ? 0 : -1;
+}
+
+static int print_doc(struct json_object *doc)
+{
+	const char *text = json_object_to_json_string_ext(
+		doc,
+		JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+
+	if (fprintf(results_out, "%s\n", text) < 0 || fflush(results_out) == EOF) {
+		phx_error("check: writing the results failed: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------ PMIx */
@@ -279,6 +302,8 @@ static void nccl_round(struct step *s, int round)
 
 static int run_step(struct step *s)
 {
+	int rc = 0;
+
 	if (wire_init(s) < 0)
 		return 1;
 	s->ids = calloc(s->size, sizeof(*s->ids));
@@ -295,10 +320,10 @@ static int run_step(struct step *s)
 
 		if (!doc)
 			return 1;
-		print_doc(doc);
+		rc = print_doc(doc);
 		json_object_put(doc);
 	}
-	return 0;
+	return rc < 0 ? 1 : 0;
 }
 
 /* This node alone: its GPUs, and an all-reduce over them with --local-nccl. */
@@ -307,6 +332,7 @@ static int run_local(struct step *s, bool nccl)
 	struct json_object *doc;
 	struct phx_nccl_pair pair;
 	char id[PHX_NCCL_ID_HEX], err[256];
+	int rc;
 
 	if (nccl && phx_check_node_usable(&s->mine)) {
 		struct phx_check_link *link = &s->mine.links[s->mine.n_links++];
@@ -328,9 +354,9 @@ static int run_local(struct step *s, bool nccl)
 	doc = phx_check_node_to_json(&s->mine);
 	if (!doc)
 		return 1;
-	print_doc(doc);
+	rc = print_doc(doc);
 	json_object_put(doc);
-	return 0;
+	return rc < 0 ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -343,6 +369,10 @@ int main(int argc, char **argv)
 	rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc == 1 ? 0 : 2;
+	if (keep_stdout_for_results() < 0) {
+		phx_error("check: cannot set up stdout: %s", strerror(errno));
+		return 1;
+	}
 	if (load_conf(a.config, &s.conf) < 0)
 		return 2;
 	phx_check_limits_from_conf(&s.conf, &s.lim);
