@@ -380,6 +380,7 @@ static void note_link(const struct phx_check_results *res, size_t i,
 		return;
 	text(verdicts[i].note, sizeof(verdicts[i].note),
 	     "the link to %s is bad (both ends are fine with other partners)", r1->peer);
+	text(verdicts[i].bad_link, sizeof(verdicts[i].bad_link), "%s", r1->peer);
 }
 
 void phx_check_judge(const struct phx_check_results *res, const struct phx_check_limits *lim,

@@ -106,6 +106,7 @@ struct phx_check_verdict {
 	enum phx_check_state state;
 	char reason[PHX_CHECK_TEXT]; /* the measurement that decided; "" when OK */
 	char note[PHX_CHECK_TEXT]; /* e.g. a slow link cleared on both ends */
+	char bad_link[PHX_CHECK_NAME]; /* the peer of a bad link whose two ends are fine */
 };
 
 /* What the launcher and placement take from verdicts; names point into them. */

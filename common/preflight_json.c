@@ -492,6 +492,7 @@ static struct json_object *verdict_json(const struct phx_check_verdict *v)
 	json_object_object_add(o, "state", json_object_new_string(phx_check_state_name(v->state)));
 	add_text(o, "reason", v->reason);
 	add_text(o, "note", v->note);
+	add_text(o, "bad_link", v->bad_link);
 	return o;
 }
 

@@ -30,7 +30,7 @@
 	"usage: phalanx check [--nodes HOSTLIST] [--results FILE] [--drain] [--json]\n"            \
 	"                     [--config FILE] [--program PATH] [--timeout SECONDS]"
 
-/* Exit status: 0 all nodes fine, 1 some are not, 2 usage, 3 no results. */
+/* Exit status: 0 all fine, 1 a node or a link is not, 2 usage, 3 no results. */
 enum { EXIT_BAD_NODES = 1, EXIT_USAGE = 2, EXIT_RUN = 3 };
 
 struct check_args {
@@ -267,7 +267,17 @@ static void print_table(const struct phx_check_results *res, const struct phx_ch
 			printf("%s %s (%s)", k++ ? "," : ":", v[i].node,
 			       phx_check_state_name(v[i].state));
 	}
-	printf("\n(columns: the slowest GPU of the node; NCCL: round 1)\n");
+	printf("\n");
+	for (size_t i = 0, k = 0; i < res->n; i++) {
+		/* Each bad link once, from its end with the smaller name. */
+		if (v[i].bad_link[0] && strcmp(v[i].node, v[i].bad_link) < 0)
+			printf("%s %s-%s",
+			       k++ ? "," : "bad links (both ends fine with other partners):",
+			       v[i].node, v[i].bad_link);
+		if (i + 1 == res->n && k)
+			printf("\n");
+	}
+	printf("(columns: the slowest GPU of the node; NCCL: round 1)\n");
 }
 
 static int print_json(const struct phx_check_results *res, const struct phx_check_verdict *v)
@@ -282,6 +292,15 @@ static int print_json(const struct phx_check_results *res, const struct phx_chec
 							 JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(doc);
 	return 0;
+}
+
+static bool any_bad_link(const struct phx_check_verdict *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].bad_link[0])
+			return true;
+	}
+	return false;
 }
 
 /* The shown nodes and their verdicts, moved to the front of both arrays. */
@@ -327,7 +346,7 @@ static int report(const struct check_args *a, const struct phx_conf *conf,
 		rc = EXIT_RUN;
 	if (a->drain)
 		phx_info("check: drained %zu node%s", drained, drained == 1 ? "" : "s");
-	if (!rc && phx_check_worst(v, view.n) != PHX_CHECK_OK)
+	if (!rc && (phx_check_worst(v, view.n) != PHX_CHECK_OK || any_bad_link(v, view.n)))
 		rc = EXIT_BAD_NODES;
 	free(view.nodes);
 	free(v);

@@ -115,6 +115,15 @@ row()
 	[[ $output == *"has no results for node node9"* ]]
 }
 
+@test "a bad link between two nodes that are fine with other partners is named, not drained" {
+	run "$PHALANX" check --config "$CONF" --results "$BATS_TEST_DIRNAME/../data/check/bad-link.json" --drain
+	show_run
+	[ "$status" -eq 1 ]
+	grep -q '^0 of 8 nodes below threshold$' <<<"$output"
+	grep -q '^bad links (both ends fine with other partners): n5-n6$' <<<"$output"
+	[[ $output == *"drained 0 nodes"* ]]
+}
+
 @test "a broken results file is refused with the path of the bad value" {
 	sed 's/"memtest_errors": 0/"memtest_errors": "zero"/' "$RECORDED" >"$BATS_TEST_TMPDIR/bad.json"
 	run "$PHALANX" check --config "$CONF" --results "$BATS_TEST_TMPDIR/bad.json" --drain
