@@ -34,8 +34,8 @@ struct json_object *phx_json_parse_object(const char *text, size_t len, char *er
 	json_tokener_free(tok);
 	if (!obj || jerr != json_tokener_success) {
 		phx_errf(err, errlen, "invalid JSON near byte %zu: %s", used,
-			 jerr == json_tokener_continue ? "text ends early" :
-							 json_tokener_error_desc(jerr));
+			 jerr == json_tokener_continue ? "text ends early"
+						       : json_tokener_error_desc(jerr));
 		json_object_put(obj);
 		return NULL;
 	}
@@ -131,8 +131,8 @@ int phx_json_str(struct json_object *obj, const char *what, const char *key, siz
 	s = json_object_get_string(val);
 	n = (size_t)json_object_get_string_len(val);
 	if (n > maxlen || (!n && !empty_ok))
-		return phx_errf(err, errlen, "%s: \"%s\" must hold %d to %zu characters", what,
-				key, empty_ok ? 0 : 1, maxlen);
+		return phx_errf(err, errlen, "%s: \"%s\" must hold %d to %zu characters", what, key,
+				empty_ok ? 0 : 1, maxlen);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 

@@ -19,8 +19,8 @@ static const struct {
 	const char *alg;
 	size_t hex;
 } known_digests[] = {
-	{ "sha256", 64 }, { "sha512", 128 }, { "xxh64", 16 }, { "xxh3-64", 16 },
-	{ "xxh3-128", 32 }, { "crc32c", 8 }, { "blake3", 64 },
+	{ "sha256", 64 },   { "sha512", 128 }, { "xxh64", 16 },	 { "xxh3-64", 16 },
+	{ "xxh3-128", 32 }, { "crc32c", 8 },   { "blake3", 64 },
 };
 
 static int name_ok(const char *s, size_t max)
@@ -43,8 +43,7 @@ static int text_ok(const char *s, size_t max)
 	if (!n || n > max)
 		return 0;
 	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e || *s == '"' ||
-		    *s == '\\')
+		if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e || *s == '"' || *s == '\\')
 			return 0;
 	return 1;
 }
@@ -107,8 +106,8 @@ int phx_manifest_init(struct phx_manifest *m, uint32_t job, uint64_t generation,
 	return 0;
 }
 
-int phx_manifest_shard_set(struct phx_manifest *m, uint32_t rank, const char *node,
-			   uint64_t bytes, const char *alg, const char *hex, char *err, size_t errlen)
+int phx_manifest_shard_set(struct phx_manifest *m, uint32_t rank, const char *node, uint64_t bytes,
+			   const char *alg, const char *hex, char *err, size_t errlen)
 {
 	struct phx_manifest_shard *s;
 	char *copy;
@@ -256,20 +255,20 @@ char *phx_manifest_to_json(const struct phx_manifest *m, char *err, size_t errle
 	return out;
 }
 
-static const char *const top_keys[] = { "format", "version", "job",   "generation", "step",
-					"created", "layout", "world", "shards", NULL };
+static const char *const top_keys[] = { "format",  "version", "job",   "generation", "step",
+					"created", "layout",  "world", "shards",     NULL };
 static const char *const shard_keys[] = { "rank", "node", "bytes", "digest", "locations", NULL };
 static const char *const digest_keys[] = { "alg", "hex", NULL };
 static const char *const location_keys[] = { "tier", "path", NULL };
 
-static int parse_locations(struct json_object *arr, struct phx_manifest_shard *s,
-			   const char *what, char *err, size_t errlen)
+static int parse_locations(struct json_object *arr, struct phx_manifest_shard *s, const char *what,
+			   char *err, size_t errlen)
 {
 	size_t n = json_object_array_length(arr);
 
 	if (!n)
-		return phx_errf(err, errlen, "%s: \"locations\" is empty; a shard must be in a tier",
-				what);
+		return phx_errf(err, errlen,
+				"%s: \"locations\" is empty; a shard must be in a tier", what);
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *l = json_object_array_get_idx(arr, i);
 		const char *tier, *path;
@@ -307,8 +306,7 @@ static int parse_shard(struct json_object *o, struct phx_manifest *m, size_t idx
 	if (rank != idx)
 		return phx_errf(err, errlen, "%s: holds rank %llu; shards must be in rank order",
 				what, (unsigned long long)rank);
-	if (phx_json_str(o, what, "node", PHX_MANIFEST_NODE_MAX, 0, &node, NULL, err, errlen) <
-		    0 ||
+	if (phx_json_str(o, what, "node", PHX_MANIFEST_NODE_MAX, 0, &node, NULL, err, errlen) < 0 ||
 	    phx_json_u64(o, what, "bytes", 0, UINT64_MAX >> 1, &bytes, NULL, err, errlen) < 0 ||
 	    phx_json_object(o, what, "digest", &d, err, errlen) < 0 ||
 	    phx_json_only_keys(d, what, digest_keys, err, errlen) < 0 ||
@@ -317,8 +315,8 @@ static int parse_shard(struct json_object *o, struct phx_manifest *m, size_t idx
 	    phx_json_array(o, what, "locations", PHX_MANIFEST_MAX_LOCATIONS, &locs, NULL, err,
 			   errlen) < 0)
 		return -1;
-	if (phx_manifest_shard_set(m, (uint32_t)rank, node, bytes, alg, hex, emsg,
-				   sizeof(emsg)) < 0)
+	if (phx_manifest_shard_set(m, (uint32_t)rank, node, bytes, alg, hex, emsg, sizeof(emsg)) <
+	    0)
 		return phx_errf(err, errlen, "%s: %s", what, emsg);
 	return parse_locations(locs, &m->shards[rank], what, err, errlen);
 }
@@ -346,18 +344,16 @@ static int parse_top(struct json_object *o, struct phx_manifest *m, char *err, s
 	    phx_json_u64(o, w, "generation", 1, UINT64_MAX >> 1, &gen, NULL, err, errlen) < 0 ||
 	    phx_json_u64(o, w, "step", 0, UINT64_MAX >> 1, &step, NULL, err, errlen) < 0 ||
 	    phx_json_u64(o, w, "created", 0, UINT64_MAX >> 1, &created, NULL, err, errlen) < 0 ||
-	    phx_json_str(o, w, "layout", PHX_MANIFEST_LAYOUT_MAX, 1, &layout, NULL, err,
-			 errlen) < 0 ||
-	    phx_json_u64(o, w, "world", 1, PHX_MANIFEST_MAX_WORLD, &world, NULL, err, errlen) <
+	    phx_json_str(o, w, "layout", PHX_MANIFEST_LAYOUT_MAX, 1, &layout, NULL, err, errlen) <
 		    0 ||
-	    phx_json_array(o, w, "shards", PHX_MANIFEST_MAX_WORLD, &shards, NULL, err, errlen) <
-		    0)
+	    phx_json_u64(o, w, "world", 1, PHX_MANIFEST_MAX_WORLD, &world, NULL, err, errlen) < 0 ||
+	    phx_json_array(o, w, "shards", PHX_MANIFEST_MAX_WORLD, &shards, NULL, err, errlen) < 0)
 		return -1;
 	if (json_object_array_length(shards) != world)
 		return phx_errf(err, errlen, "manifest: %zu shards for a world of %llu ranks",
 				json_object_array_length(shards), (unsigned long long)world);
-	if (phx_manifest_init(m, (uint32_t)job, gen, step, layout, (uint32_t)world, err,
-			      errlen) < 0)
+	if (phx_manifest_init(m, (uint32_t)job, gen, step, layout, (uint32_t)world, err, errlen) <
+	    0)
 		return -1;
 	m->created = created;
 	for (size_t i = 0; i < world; i++)

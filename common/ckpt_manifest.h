@@ -68,9 +68,8 @@ struct phx_manifest {
 int phx_manifest_init(struct phx_manifest *m, uint32_t job, uint64_t generation, uint64_t step,
 		      const char *layout, uint32_t world, char *err, size_t errlen);
 /* Fills rank's shard; checks names and digest. 0 or -1 with err. */
-int phx_manifest_shard_set(struct phx_manifest *m, uint32_t rank, const char *node,
-			   uint64_t bytes, const char *alg, const char *hex, char *err,
-			   size_t errlen);
+int phx_manifest_shard_set(struct phx_manifest *m, uint32_t rank, const char *node, uint64_t bytes,
+			   const char *alg, const char *hex, char *err, size_t errlen);
 /* Adds a tier location to a filled shard. 0 or -1 with err. */
 int phx_manifest_shard_add_location(struct phx_manifest_shard *s, const char *tier,
 				    const char *path, char *err, size_t errlen);

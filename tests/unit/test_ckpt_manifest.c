@@ -36,8 +36,7 @@ static void build(struct phx_manifest *m, uint32_t world)
 {
 	char err[256], node[32], path[64];
 
-	assert_int_equal(phx_manifest_init(m, 4242, 7, 7000, "dp=2,tp=2", world, err,
-					   sizeof(err)),
+	assert_int_equal(phx_manifest_init(m, 4242, 7, 7000, "dp=2,tp=2", world, err, sizeof(err)),
 			 0);
 	for (uint32_t r = 0; r < world; r++) {
 		snprintf(node, sizeof(node), "n%02u", r / 2);
@@ -58,8 +57,8 @@ static void test_round_trip(void **state)
 
 	(void)state;
 	build(&m, 4);
-	assert_int_equal(phx_manifest_shard_add_location(&m.shards[1], "shared",
-							 "nfs://srv/ckpt/1", err, sizeof(err)),
+	assert_int_equal(phx_manifest_shard_add_location(&m.shards[1], "shared", "nfs://srv/ckpt/1",
+							 err, sizeof(err)),
 			 0);
 	text = phx_manifest_to_json(&m, err, sizeof(err));
 	assert_non_null(text);
@@ -96,9 +95,8 @@ static void test_incomplete_not_written(void **state)
 			 0);
 	assert_null(phx_manifest_to_json(&m, err, sizeof(err)));
 	assert_non_null(strstr(err, "rank 0's shard is in no tier"));
-	assert_int_equal(phx_manifest_shard_add_location(&m.shards[0], "local", "/x", err,
-							 sizeof(err)),
-			 0);
+	assert_int_equal(
+		phx_manifest_shard_add_location(&m.shards[0], "local", "/x", err, sizeof(err)), 0);
 	assert_null(phx_manifest_to_json(&m, err, sizeof(err)));
 	assert_non_null(strstr(err, "lacks the shard of rank 1"));
 	phx_manifest_free(&m);
@@ -112,7 +110,11 @@ static void test_digest_checks(void **state)
 	assert_int_equal(phx_manifest_digest_check("sha256", SHA_A, err, sizeof(err)), 0);
 	assert_int_equal(phx_manifest_digest_check("sha256", "abcd", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "64 hex characters"));
-	assert_int_equal(phx_manifest_digest_check("sha256", "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08", err, sizeof(err)), -1);
+	assert_int_equal(phx_manifest_digest_check(
+				 "sha256",
+				 "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08",
+				 err, sizeof(err)),
+			 -1);
 	assert_int_equal(phx_manifest_digest_check("SHA", "abcdabcd", err, sizeof(err)), -1);
 	assert_int_equal(phx_manifest_digest_check("custom", "abcdabcd", err, sizeof(err)), 0);
 	assert_int_equal(phx_manifest_digest_check("custom", "abcdabc", err, sizeof(err)), -1);
@@ -128,19 +130,37 @@ static void test_strict_errors(void **state)
 		{ "[]", "expected a JSON object" },
 		{ "{\"format\":\"x\"}", "\"format\" is \"x\"" },
 		{ "{\"format\":\"phalanx-manifest\",\"version\":2}", "version 2 is not supported" },
-		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"extra\":1}", "unknown key \"extra\"" },
+		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"extra\":1}",
+		  "unknown key \"extra\"" },
 		{ "{\"format\":\"phalanx-manifest\",\"version\":1}", "missing \"job\"" },
-		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":-1}", "\"job\" must be from 1" },
-		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":\"1\"}", "must be an integer" },
-		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,\"step\":0,\"created\":0,\"layout\":\"\",\"world\":2,\"shards\":[]}",
+		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":-1}",
+		  "\"job\" must be from 1" },
+		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":\"1\"}",
+		  "must be an integer" },
+		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,"
+		  "\"step\":0,\"created\":0,\"layout\":\"\",\"world\":2,\"shards\":[]}",
 		  "0 shards for a world of 2" },
-		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,\"step\":0,\"created\":0,\"layout\":\"\",\"world\":1,\"shards\":[{\"rank\":0,\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"sha256\",\"hex\":\"00\"},\"locations\":[{\"tier\":\"local\",\"path\":\"/x\"}]}]}",
+		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,"
+		  "\"step\":0,\"created\":0,\"layout\":\"\",\"world\":1,\"shards\":[{\"rank\":0,"
+		  "\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"sha256\",\"hex\":\"00\"},"
+		  "\"locations\":[{\"tier\":\"local\",\"path\":\"/x\"}]}]}",
 		  "shard 0: a sha256 digest has 64" },
-		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,\"step\":0,\"created\":0,\"layout\":\"\",\"world\":1,\"shards\":[{\"rank\":0,\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"xxh64\",\"hex\":\"0011223344556677\"},\"locations\":[]}]}",
+		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,"
+		  "\"step\":0,\"created\":0,\"layout\":\"\",\"world\":1,\"shards\":[{\"rank\":0,"
+		  "\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"xxh64\",\"hex\":"
+		  "\"0011223344556677\"},\"locations\":[]}]}",
 		  "\"locations\" is empty" },
-		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,\"step\":0,\"created\":0,\"layout\":\"\",\"world\":2,\"shards\":[{\"rank\":1,\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"xxh64\",\"hex\":\"0011223344556677\"},\"locations\":[{\"tier\":\"local\",\"path\":\"/x\"}]},{}]}",
+		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,"
+		  "\"step\":0,\"created\":0,\"layout\":\"\",\"world\":2,\"shards\":[{\"rank\":1,"
+		  "\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"xxh64\",\"hex\":"
+		  "\"0011223344556677\"},\"locations\":[{\"tier\":\"local\",\"path\":\"/"
+		  "x\"}]},{}]}",
 		  "shards must be in rank order" },
-		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,\"step\":0,\"created\":0,\"layout\":\"\",\"world\":1,\"shards\":[{\"rank\":0,\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"xxh64\",\"hex\":\"0011223344556677\"},\"locations\":[{\"tier\":\"local\",\"path\":\"/x\"},{\"tier\":\"local\",\"path\":\"/y\"}]}]}",
+		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,"
+		  "\"step\":0,\"created\":0,\"layout\":\"\",\"world\":1,\"shards\":[{\"rank\":0,"
+		  "\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"xxh64\",\"hex\":"
+		  "\"0011223344556677\"},\"locations\":[{\"tier\":\"local\",\"path\":\"/"
+		  "x\"},{\"tier\":\"local\",\"path\":\"/y\"}]}]}",
 		  "tier local is listed twice" },
 		{ "{\"format\":\"phalanx-manifest\",\"version\":1} x", "near byte 42" },
 	};
