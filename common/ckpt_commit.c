@@ -162,11 +162,12 @@ int phx_commit_prepare(struct phx_commit_job *j, uint64_t gen, uint64_t step, co
 		*result = PHX_COMMIT_STALE;
 		return 0;
 	}
-	*result = PHX_COMMIT_ABORTED;
+	*result = PHX_COMMIT_WAS_ABORTED;
 	if (phx_commit_was_aborted(j, gen)) {
 		phx_errf(reason, reasonlen, "generation %llu was aborted", (unsigned long long)gen);
 		return 0;
 	}
+	*result = PHX_COMMIT_ABORTED;
 	slot = slot_of(j, gen);
 	if (slot < 0) {
 		slot = new_slot(j, gen, abort_gen);

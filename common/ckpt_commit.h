@@ -23,7 +23,8 @@ enum phx_commit_result {
 	PHX_COMMIT_PENDING, /* accepted; ranks still missing */
 	PHX_COMMIT_READY, /* every rank prepared: make it durable, then phx_commit_done */
 	PHX_COMMIT_DUPLICATE, /* the same prepare again: nothing changed */
-	PHX_COMMIT_ABORTED, /* the generation is (now) aborted: tell the agents */
+	PHX_COMMIT_ABORTED, /* this prepare aborted the generation: tell the agents */
+	PHX_COMMIT_WAS_ABORTED, /* aborted before: tell the sender */
 	PHX_COMMIT_STALE, /* at or below the newest committed generation: ignore */
 };
 
@@ -49,7 +50,7 @@ void phx_commit_job_free(struct phx_commit_job *j);
 
 /*
  * One node's prepare of generation gen. reason receives why, when the
- * answer is PHX_COMMIT_ABORTED (aborted now or earlier). A rank outside
+ * answer is PHX_COMMIT_ABORTED or PHX_COMMIT_WAS_ABORTED. A rank outside
  * the job is refused with -1 and err (a broken agent, not a failed rank).
  * *abort_gen is set to a generation aborted to make room (0: none).
  */

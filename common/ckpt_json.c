@@ -136,10 +136,10 @@ int phx_json_str(struct json_object *obj, const char *what, const char *key, siz
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 
-		if (c < 0x20 || c > 0x7e || c == '"' || c == '\\')
+		if (c < 0x20 || c > 0x7e)
 			return phx_errf(err, errlen,
 					"%s: \"%s\" holds character 0x%02x at offset %zu; only "
-					"printable ASCII without quotes is allowed",
+					"printable ASCII is allowed",
 					what, key, c, i);
 	}
 	*out = s;

@@ -25,7 +25,7 @@ int phx_json_u64(struct json_object *obj, const char *what, const char *key, uin
 
 /*
  * String field of 1..maxlen bytes (0..maxlen when empty_ok) of printable
- * ASCII without quotes or backslashes; the pointer is into obj.
+ * ASCII; the pointer is into obj.
  */
 int phx_json_str(struct json_object *obj, const char *what, const char *key, size_t maxlen,
 		 int empty_ok, const char **out, int *present, char *err, size_t errlen);

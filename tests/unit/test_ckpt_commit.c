@@ -96,12 +96,12 @@ static void test_abort_never_publishes(void **state)
 	assert_int_equal(prep(&j, 1, 100, 1, SHA_A, NULL), PHX_COMMIT_PENDING);
 	assert_int_equal(phx_commit_abort(&j, 1), PHX_COMMIT_ABORTED);
 	/* The last node's prepare arrives after the abort: still aborted. */
-	assert_int_equal(prep(&j, 1, 100, 2, SHA_A, NULL), PHX_COMMIT_ABORTED);
+	assert_int_equal(prep(&j, 1, 100, 2, SHA_A, NULL), PHX_COMMIT_WAS_ABORTED);
 	assert_null(phx_commit_ready_manifest(&j, 1));
 	assert_int_equal(j.committed, 0);
 	/* An abort that arrives before any prepare also holds. */
 	assert_int_equal(phx_commit_abort(&j, 2), PHX_COMMIT_ABORTED);
-	assert_int_equal(prep(&j, 2, 200, 0, SHA_A, NULL), PHX_COMMIT_ABORTED);
+	assert_int_equal(prep(&j, 2, 200, 0, SHA_A, NULL), PHX_COMMIT_WAS_ABORTED);
 	phx_commit_job_free(&j);
 }
 
@@ -160,7 +160,7 @@ static void test_open_limit(void **state)
 		assert_int_equal(prep(&j, g, g * 10, 0, SHA_A, &ag), PHX_COMMIT_PENDING);
 	assert_int_equal(prep(&j, 10, 100, 0, SHA_A, &ag), PHX_COMMIT_PENDING);
 	assert_int_equal(ag, 1);
-	assert_int_equal(prep(&j, 1, 10, 1, SHA_A, &ag), PHX_COMMIT_ABORTED);
+	assert_int_equal(prep(&j, 1, 10, 1, SHA_A, &ag), PHX_COMMIT_WAS_ABORTED);
 	phx_commit_job_free(&j);
 }
 

@@ -1,0 +1,432 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Simulated node agents for phalanx-ckptd: many clients (common/ckpt_client)
+ * in one process and one poll loop, each a node of one job with some ranks.
+ * Used by the commit benchmark (tests/bench/ckpt-commit) and the cluster
+ * test (tests/cluster/80-ckptd.bats).
+ *
+ *   ckpt_sim run   --address A --key FILE --job J --uid U --nodes N
+ *                  [--ranks-per-node R] [--gens G] [--first-gen S]
+ *                  [--prepare-nodes K] [--abort-gen X] [--token HEX] [--stats]
+ *   ckpt_sim query --address A --key FILE --job J --uid U [--gen G] [--token HEX]
+ *
+ * run: all nodes connect; for each generation every node (or only the
+ * first K, then the command exits without waiting for a commit) sends
+ * prepare for its ranks; prints "committed GEN STEP" or "aborted GEN".
+ * --stats prints the latency from the start of each round to each agent's
+ * commit notice, p50 and p99.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/ckpt_client.h"
+#include "common/log.h"
+#include "common/token.h"
+
+struct agent {
+	struct sim *sim;
+	struct phx_ckpt_client *c;
+	int ready;
+	uint64_t committed, aborted;
+	double commit_t;
+	int queried;
+	uint64_t q_gen, q_step;
+	uint32_t q_world;
+};
+
+struct sim {
+	const char *address, *key_file, *token;
+	uint32_t job, uid, nodes, rpn, gens, prepare_nodes;
+	uint32_t job_nodes; /* the job's shape, for register */
+	uint64_t first_gen, abort_gen, query_gen;
+	int stats, timeout_s;
+	struct agent *a;
+	double *lat;
+	size_t nlat;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void on_connected(void *arg, uint64_t committed, uint64_t step)
+{
+	struct agent *a = arg;
+
+	(void)step;
+	a->ready = 1;
+	if (committed > a->committed)
+		a->committed = committed;
+}
+
+static void on_commit(void *arg, uint64_t gen, uint64_t step, uint64_t keep_from)
+{
+	struct agent *a = arg;
+
+	(void)step;
+	(void)keep_from;
+	if (gen > a->committed) {
+		a->committed = gen;
+		a->commit_t = now();
+	}
+}
+
+static void on_aborted(void *arg, uint64_t gen, const char *reason)
+{
+	struct agent *a = arg;
+
+	(void)reason;
+	a->aborted = gen;
+}
+
+static void on_manifest(void *arg, uint64_t gen, const struct phx_manifest *m)
+{
+	struct agent *a = arg;
+
+	a->queried = 1;
+	a->q_gen = gen;
+	a->q_step = m ? m->step : 0;
+	a->q_world = m ? m->world : 0;
+}
+
+static void on_refused(void *arg, const char *reason)
+{
+	struct agent *a = arg;
+
+	fprintf(stdout, "refused %s\n", reason);
+	fflush(stdout);
+	a->aborted = UINT64_MAX;
+}
+
+static const struct phx_ckpt_client_ops ops = {
+	.connected = on_connected,
+	.commit = on_commit,
+	.aborted = on_aborted,
+	.manifest = on_manifest,
+	.refused = on_refused,
+};
+
+/* Polls every client once; ms is the longest wait. */
+static void pump(struct sim *s, int ms)
+{
+	static struct pollfd *p;
+	static size_t cap;
+	nfds_t n = s->nodes;
+	int t = ms;
+
+	if (cap < n) {
+		free(p);
+		p = calloc(n, sizeof(*p));
+		cap = n;
+	}
+	for (nfds_t i = 0; i < n; i++) {
+		int ct = phx_ckpt_client_timeout_ms(s->a[i].c);
+
+		p[i].fd = phx_ckpt_client_fd(s->a[i].c);
+		p[i].events = phx_ckpt_client_events(s->a[i].c);
+		p[i].revents = 0;
+		if (ct >= 0 && ct < t)
+			t = ct;
+	}
+	poll(p, n, t);
+	for (nfds_t i = 0; i < n; i++)
+		phx_ckpt_client_handle(s->a[i].c, p[i].revents);
+}
+
+typedef int (*until_fn)(struct sim *s, uint64_t arg);
+
+static int wait_until(struct sim *s, until_fn fn, uint64_t arg)
+{
+	double end = now() + s->timeout_s;
+
+	while (!fn(s, arg)) {
+		if (now() > end)
+			return -1;
+		pump(s, 50);
+	}
+	return 0;
+}
+
+static int all_ready(struct sim *s, uint64_t arg)
+{
+	(void)arg;
+	for (uint32_t i = 0; i < s->nodes; i++) {
+		if (s->a[i].aborted == UINT64_MAX)
+			return 1; /* refused: stop waiting */
+		if (!s->a[i].ready)
+			return 0;
+	}
+	return 1;
+}
+
+static int all_settled(struct sim *s, uint64_t gen)
+{
+	for (uint32_t i = 0; i < s->nodes; i++)
+		if (s->a[i].committed < gen && s->a[i].aborted != gen)
+			return 0;
+	return 1;
+}
+
+static int all_flushed(struct sim *s, uint64_t arg)
+{
+	(void)arg;
+	for (uint32_t i = 0; i < s->nodes; i++)
+		if (phx_ckpt_client_events(s->a[i].c) & POLLOUT)
+			return 0;
+	return 1;
+}
+
+static int start(struct sim *s)
+{
+	struct phx_key key;
+	char err[512], token[PHX_TOKEN_HEX_LEN + 1];
+
+	if (s->token) {
+		snprintf(token, sizeof(token), "%s", s->token);
+	} else if (phx_key_load(s->key_file, geteuid(), &key, err, sizeof(err)) < 0 ||
+		   phx_token_mint(&key, s->job, s->uid, token) < 0) {
+		phx_error("%s", err);
+		return -1;
+	}
+	s->a = calloc(s->nodes, sizeof(*s->a));
+	for (uint32_t i = 0; i < s->nodes; i++) {
+		struct phx_ckpt_client_conf conf = {
+			.address = s->address,
+			.job = s->job,
+			.uid = s->uid,
+			.token = token,
+			.nodes = s->job_nodes,
+			.ranks = s->job_nodes * s->rpn,
+			.layout = "",
+			.backoff_min_ms = 50,
+			.backoff_max_ms = 1000,
+		};
+		char node[32];
+
+		snprintf(node, sizeof(node), "sim%05u", i);
+		conf.node = node;
+		s->a[i].sim = s;
+		s->a[i].c = phx_ckpt_client_new(&conf, &ops, &s->a[i], err, sizeof(err));
+		if (!s->a[i].c) {
+			phx_error("%s", err);
+			return -1;
+		}
+	}
+	if (wait_until(s, all_ready, 0) < 0) {
+		phx_error("agents did not all connect within %d s", s->timeout_s);
+		return -1;
+	}
+	for (uint32_t i = 0; i < s->nodes; i++)
+		if (s->a[i].aborted == UINT64_MAX)
+			return -1;
+	return 0;
+}
+
+static void prepare(struct sim *s, uint32_t i, uint64_t gen)
+{
+	struct phx_manifest_shard *sh = calloc(s->rpn, sizeof(*sh));
+	char(*path)[64] = calloc(s->rpn, sizeof(*path));
+
+	for (uint32_t k = 0; k < s->rpn; k++) {
+		uint32_t rank = i * s->rpn + k;
+
+		sh[k].rank = rank;
+		sh[k].bytes = 1u << 30;
+		sh[k].filled = 1;
+		snprintf(sh[k].digest.alg, sizeof(sh[k].digest.alg), "sha256");
+		for (int h = 0; h < 64; h++)
+			sh[k].digest.hex[h] = "0123456789abcdef"[(rank * 7 + gen * 13 + h) & 15];
+		snprintf(sh[k].locations[0].tier, sizeof(sh[k].locations[0].tier), "local");
+		snprintf(path[k], sizeof(path[k]), "/ckpt/%u/%llu/%u", s->job,
+			 (unsigned long long)gen, rank);
+		sh[k].locations[0].path = path[k];
+		sh[k].nlocations = 1;
+	}
+	/* One prepare per node, carrying all its ranks, as an agent sends it. */
+	phx_ckpt_client_prepare(s->a[i].c, gen, gen * 100, sh, s->rpn);
+	free(path);
+	free(sh);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int run(struct sim *s)
+{
+	uint32_t k = s->prepare_nodes ? s->prepare_nodes : s->nodes;
+	int rc = 0;
+
+	if (start(s) < 0)
+		return 1;
+	s->lat = calloc((size_t)s->gens * s->nodes, sizeof(double));
+	for (uint64_t g = s->first_gen; g < s->first_gen + s->gens; g++) {
+		double t0 = now();
+
+		if (g == s->abort_gen)
+			phx_ckpt_client_abort(s->a[0].c, g, "a simulated rank failure");
+		for (uint32_t i = 0; i < k; i++)
+			prepare(s, i, g);
+		if (k < s->nodes) {
+			/* Prepared by some nodes only: leave once the daemon has them. */
+			wait_until(s, all_flushed, 0);
+			pump(s, 200);
+			printf("partial %llu by %u of %u nodes\n", (unsigned long long)g, k,
+			       s->nodes);
+			continue;
+		}
+		if (wait_until(s, all_settled, g) < 0) {
+			phx_error("generation %llu did not settle within %d s",
+				  (unsigned long long)g, s->timeout_s);
+			rc = 1;
+			break;
+		}
+		if (s->a[0].committed >= g) {
+			printf("committed %llu %llu\n", (unsigned long long)g,
+			       (unsigned long long)g * 100);
+			for (uint32_t i = 0; i < s->nodes; i++)
+				s->lat[s->nlat++] = s->a[i].commit_t - t0;
+		} else {
+			printf("aborted %llu\n", (unsigned long long)g);
+		}
+		fflush(stdout);
+	}
+	if (s->stats && s->nlat) {
+		qsort(s->lat, s->nlat, sizeof(double), cmp_double);
+		printf("latency_ms p50 %.2f p99 %.2f max %.2f samples %zu\n",
+		       1e3 * s->lat[s->nlat / 2], 1e3 * s->lat[(s->nlat * 99) / 100],
+		       1e3 * s->lat[s->nlat - 1], s->nlat);
+	}
+	for (uint32_t i = 0; i < s->nodes; i++)
+		phx_ckpt_client_free(s->a[i].c);
+	return rc;
+}
+
+static int query_done(struct sim *s, uint64_t arg)
+{
+	(void)arg;
+	return s->a[0].queried || s->a[0].aborted == UINT64_MAX;
+}
+
+static int query(struct sim *s)
+{
+	s->nodes = 1;
+	if (start(s) < 0)
+		return 1;
+	phx_ckpt_client_query(s->a[0].c, s->query_gen);
+	if (wait_until(s, query_done, 0) < 0 || !s->a[0].queried)
+		return 1;
+	printf("manifest %llu step %llu world %u\n", (unsigned long long)s->a[0].q_gen,
+	       (unsigned long long)s->a[0].q_step, s->a[0].q_world);
+	phx_ckpt_client_free(s->a[0].c);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "address", required_argument, NULL, 'a' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "token", required_argument, NULL, 'T' },
+		{ "job", required_argument, NULL, 'j' },
+		{ "uid", required_argument, NULL, 'u' },
+		{ "nodes", required_argument, NULL, 'n' },
+		{ "ranks-per-node", required_argument, NULL, 'r' },
+		{ "gens", required_argument, NULL, 'g' },
+		{ "first-gen", required_argument, NULL, 'f' },
+		{ "prepare-nodes", required_argument, NULL, 'p' },
+		{ "abort-gen", required_argument, NULL, 'A' },
+		{ "gen", required_argument, NULL, 'G' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "stats", no_argument, NULL, 's' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct sim s = {
+		.job = 1, .uid = 0, .nodes = 1, .rpn = 1, .gens = 1, .first_gen = 1, .timeout_s = 60
+	};
+	struct rlimit rl;
+	const char *cmd = argc > 1 ? argv[1] : "";
+	int c;
+
+	optind = 2;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'a':
+			s.address = optarg;
+			break;
+		case 'k':
+			s.key_file = optarg;
+			break;
+		case 'T':
+			s.token = optarg;
+			break;
+		case 'j':
+			s.job = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'u':
+			s.uid = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'n':
+			s.nodes = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'r':
+			s.rpn = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'g':
+			s.gens = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'f':
+			s.first_gen = strtoull(optarg, NULL, 10);
+			break;
+		case 'p':
+			s.prepare_nodes = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'A':
+			s.abort_gen = strtoull(optarg, NULL, 10);
+			break;
+		case 'G':
+			s.query_gen = strtoull(optarg, NULL, 10);
+			break;
+		case 't':
+			s.timeout_s = atoi(optarg);
+			break;
+		case 's':
+			s.stats = 1;
+			break;
+		default:
+			fprintf(stderr, "ckpt_sim: bad option\n");
+			return 2;
+		}
+	}
+	if (!s.address || (!s.key_file && !s.token) || !s.nodes || !s.rpn) {
+		fprintf(stderr, "ckpt_sim: --address and --key (or --token) are needed\n");
+		return 2;
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	s.job_nodes = s.nodes;
+	if (!strcmp(cmd, "run"))
+		return run(&s);
+	if (!strcmp(cmd, "query"))
+		return query(&s);
+	fprintf(stderr, "ckpt_sim: command is run or query\n");
+	return 2;
+}
