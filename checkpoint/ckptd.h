@@ -154,12 +154,17 @@ const struct ckptd_entry *ckptd_entry_find(const struct ckptd_job *j, uint64_t g
 int ckptd_remove(struct ckptd *d, struct ckptd_job *j, uint64_t gen, char *err, size_t errlen);
 int ckptd_note_failure(struct ckptd *d, struct ckptd_job *j);
 int ckptd_catalog_load(struct ckptd *d, char *err, size_t errlen);
+/* Applies one journal record (a ckptd_replay_fn; arg is the daemon). */
+int ckptd_catalog_replay(void *arg, const char *body, size_t len, char *err, size_t errlen);
 void ckptd_catalog_free(struct ckptd *d);
 uint64_t ckptd_interval_for(struct ckptd *d, struct ckptd_job *j, const char **mode,
 			    uint64_t *steps);
 
 /* ckptd_journal.c */
 typedef int (*ckptd_replay_fn)(void *arg, const char *body, size_t len, char *err, size_t errlen);
+/* Replays the records of a journal's bytes; returns the length of the good prefix. */
+size_t ckptd_journal_replay(const unsigned char *data, size_t len, ckptd_replay_fn fn, void *arg,
+			    uint64_t *records, const char *path);
 int ckptd_journal_open(struct ckptd_journal *jr, const char *path, ckptd_replay_fn fn, void *arg,
 		       char *err, size_t errlen);
 int ckptd_journal_append(struct ckptd_journal *jr, const char *body, size_t len, char *err,

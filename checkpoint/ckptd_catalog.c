@@ -396,8 +396,18 @@ static int replay_job(struct ckptd *d, struct json_object *o, char *err, size_t 
 	j = ckptd_job_get(d, (uint32_t)id, (uint32_t)uid);
 	if (!j)
 		return phx_errf(err, errlen, "out of memory");
-	if (j->registered)
+	if (j->registered) {
+		/* A job record again (compaction copies it): the commits so far stay. */
+		uint64_t gen = j->commit.committed, step = j->commit.committed_step;
+
 		phx_commit_job_free(&j->commit);
+		j->uid = (uint32_t)uid;
+		if (job_setup(j, (uint32_t)nodes, (uint32_t)world, layout, interval, err,
+			      errlen) < 0)
+			return -1;
+		phx_commit_set_committed(&j->commit, gen, step);
+		return 0;
+	}
 	j->uid = (uint32_t)uid;
 	return job_setup(j, (uint32_t)nodes, (uint32_t)world, layout, interval, err, errlen);
 }
@@ -471,7 +481,7 @@ static int replay_stats(struct ckptd *d, struct json_object *o, char *err, size_
 	return 0;
 }
 
-static int replay_one(void *arg, const char *body, size_t len, char *err, size_t errlen)
+int ckptd_catalog_replay(void *arg, const char *body, size_t len, char *err, size_t errlen)
 {
 	struct ckptd *d = arg;
 	struct json_object *o = phx_json_parse_object(body, len, err, errlen);
@@ -503,7 +513,7 @@ int ckptd_catalog_load(struct ckptd *d, char *err, size_t errlen)
 	size_t gens = 0;
 
 	snprintf(path, sizeof(path), "%s/ckptd.journal", d->state_dir);
-	if (ckptd_journal_open(&d->journal, path, replay_one, d, err, errlen) < 0)
+	if (ckptd_journal_open(&d->journal, path, ckptd_catalog_replay, d, err, errlen) < 0)
 		return -1;
 	for (size_t b = 0; b < CKPTD_JOB_BUCKETS; b++)
 		for (struct ckptd_job *j = d->jobs[b]; j; j = j->next)

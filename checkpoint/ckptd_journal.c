@@ -73,9 +73,8 @@ static int write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
-/* Replays the records of data; returns the length of the good prefix. */
-static size_t replay(const unsigned char *data, size_t len, ckptd_replay_fn fn, void *arg,
-		     uint64_t *records, const char *path)
+size_t ckptd_journal_replay(const unsigned char *data, size_t len, ckptd_replay_fn fn, void *arg,
+			    uint64_t *records, const char *path)
 {
 	size_t off = 0;
 	char err[512];
@@ -122,7 +121,9 @@ int ckptd_journal_open(struct ckptd_journal *jr, const char *path, ckptd_replay_
 	rc = phx_file_read(path, (size_t)1 << 40, &data, &len);
 	if (rc < 0 && rc != -ENOENT)
 		return phx_errf(err, errlen, "cannot read journal %s: %s", path, strerror(-rc));
-	good = data ? replay((unsigned char *)data, len, fn, arg, &jr->records, path) : 0;
+	good = data ? ckptd_journal_replay((unsigned char *)data, len, fn, arg, &jr->records,
+					   path) :
+		      0;
 	free(data);
 	jr->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (jr->fd < 0)
