@@ -256,6 +256,7 @@ int ckptd_publish(struct ckptd *d, struct ckptd_job *j, uint64_t gen, char *err,
 {
 	const struct phx_manifest *m = phx_commit_ready_manifest(&j->commit, gen);
 	uint64_t superseded[PHX_COMMIT_MAX_OPEN], step;
+	double t0 = ckptd_now(), t1, t2;
 	struct json_object *o;
 	char *text, *rec;
 	size_t n, len;
@@ -267,11 +268,13 @@ int ckptd_publish(struct ckptd *d, struct ckptd_job *j, uint64_t gen, char *err,
 	if (!text)
 		return -1;
 	rec = commit_record(j->id, text, &len);
+	t1 = ckptd_now();
 	/* The commit point: once this record is synced, the generation exists. */
 	if (journal(d, rec, len, err, errlen) < 0 || entry_add(d, j, m, text) < 0) {
 		free(text);
 		return -1;
 	}
+	t2 = ckptd_now();
 	step = m->step;
 	n = phx_commit_done(&j->commit, gen, superseded);
 	d->m.commits++;
@@ -291,6 +294,10 @@ int ckptd_publish(struct ckptd *d, struct ckptd_job *j, uint64_t gen, char *err,
 	}
 	phx_info("job %u: generation %llu (step %llu) committed", j->id, (unsigned long long)gen,
 		 (unsigned long long)step);
+	phx_debug("job %u: generation %llu: manifest %.1f ms, journal %.1f ms, %zu agents told "
+		  "%.1f ms",
+		  j->id, (unsigned long long)gen, 1e3 * (t1 - t0), 1e3 * (t2 - t1), j->nagents,
+		  1e3 * (ckptd_now() - t2));
 	maybe_compact(d);
 	return 0;
 }
@@ -402,8 +409,8 @@ static int replay_job(struct ckptd *d, struct json_object *o, char *err, size_t 
 
 		phx_commit_job_free(&j->commit);
 		j->uid = (uint32_t)uid;
-		if (job_setup(j, (uint32_t)nodes, (uint32_t)world, layout, interval, err,
-			      errlen) < 0)
+		if (job_setup(j, (uint32_t)nodes, (uint32_t)world, layout, interval, err, errlen) <
+		    0)
 			return -1;
 		phx_commit_set_committed(&j->commit, gen, step);
 		return 0;

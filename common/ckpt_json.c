@@ -8,7 +8,7 @@
 
 struct json_object *phx_json_parse_object(const char *text, size_t len, char *err, size_t errlen)
 {
-	struct json_tokener *tok;
+	static __thread struct json_tokener *tok;
 	struct json_object *obj;
 	enum json_tokener_error jerr;
 	size_t used;
@@ -22,16 +22,20 @@ struct json_object *phx_json_parse_object(const char *text, size_t len, char *er
 			 (size_t)((const char *)memchr(text, '\0', len) - text));
 		return NULL;
 	}
-	tok = json_tokener_new_ex(32);
+	/* One tokener per thread, reset for each text: a new one per message was a
+	 * measurable part of the daemon's time at 2,048 agents. */
 	if (!tok) {
-		phx_errf(err, errlen, "out of memory");
-		return NULL;
+		tok = json_tokener_new_ex(32);
+		if (!tok) {
+			phx_errf(err, errlen, "out of memory");
+			return NULL;
+		}
+		json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 	}
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	json_tokener_reset(tok);
 	obj = json_tokener_parse_ex(tok, text, (int)len);
 	jerr = json_tokener_get_error(tok);
 	used = json_tokener_get_parse_end(tok);
-	json_tokener_free(tok);
 	if (!obj || jerr != json_tokener_success) {
 		phx_errf(err, errlen, "invalid JSON near byte %zu: %s", used,
 			 jerr == json_tokener_continue ? "text ends early"
@@ -90,23 +94,17 @@ int phx_json_u64(struct json_object *obj, const char *what, const char *key, uin
 		 uint64_t max, uint64_t *out, int *present, char *err, size_t errlen)
 {
 	struct json_object *val;
-	const char *s;
-	uint64_t v = 0;
+	uint64_t v;
 	int rc = field(obj, what, key, &val, present, err, errlen);
 
 	if (rc <= 0)
 		return rc;
-	/* Digits as written: json-c's int64 would clamp values above INT64_MAX. */
 	if (!json_object_is_type(val, json_type_int))
 		return phx_errf(err, errlen, "%s: \"%s\" must be an integer", what, key);
-	s = json_object_get_string(val);
-	if (!s || !*s || *s == '-')
+	/* json-c keeps integers above INT64_MAX as uint64 and clamps beyond UINT64_MAX. */
+	if (json_object_get_int64(val) < 0)
 		goto range;
-	for (; *s; s++) {
-		if (*s < '0' || *s > '9' || v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
-			goto range;
-		v = v * 10 + (uint64_t)(*s - '0');
-	}
+	v = json_object_get_uint64(val);
 	if (v < min || v > max)
 		goto range;
 	*out = v;

@@ -188,6 +188,7 @@ static int d_shard(struct ctx *c, struct json_object *o, size_t i)
 	char what[48];
 	struct ctx sc = { o, c->m, what, c->err, c->errlen };
 
+	/* Names the shard in errors; formatted once, not per field. */
 	snprintf(what, sizeof(what), "prepare shard %zu", i);
 	if (!json_object_is_type(o, json_type_object))
 		return phx_errf(c->err, c->errlen, "%s: must be an object", what);
@@ -206,8 +207,8 @@ static int d_shard(struct ctx *c, struct json_object *o, size_t i)
 	s->filled = 1;
 	if (phx_manifest_digest_check(alg, hx, c->err, c->errlen) < 0)
 		return -1;
-	snprintf(s->digest.alg, sizeof(s->digest.alg), "%s", alg);
-	snprintf(s->digest.hex, sizeof(s->digest.hex), "%s", hx);
+	memcpy(s->digest.alg, alg, strlen(alg) + 1); /* lengths checked above */
+	memcpy(s->digest.hex, hx, strlen(hx) + 1);
 	if (!json_object_array_length(locs))
 		return phx_errf(c->err, c->errlen, "%s: \"locations\" is empty", what);
 	for (size_t j = 0; j < json_object_array_length(locs); j++) {
@@ -599,6 +600,8 @@ static int reserve(struct phx_wire_reader *r, size_t more)
 
 int phx_wire_reader_feed(struct phx_wire_reader *r, const void *data, size_t len)
 {
+	if (!len)
+		return 0;
 	if (reserve(r, len) < 0)
 		return -1;
 	memcpy(r->buf + r->len, data, len);
@@ -610,7 +613,8 @@ ssize_t phx_wire_reader_read(struct phx_wire_reader *r, int fd)
 {
 	ssize_t n;
 
-	if (reserve(r, 65536) < 0)
+	/* Room for a few small frames; a large one grows the buffer as it arrives. */
+	if (reserve(r, 8192) < 0)
 		return -ENOMEM;
 	n = read(fd, r->buf + r->len, r->cap - r->len);
 	if (n < 0)

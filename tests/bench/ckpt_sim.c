@@ -39,6 +39,7 @@ struct agent {
 	uint64_t committed, aborted;
 	double commit_t;
 	int queried;
+	double interval_t; /* when the last interval answer came */
 	uint64_t q_gen, q_step;
 	uint32_t q_world;
 };
@@ -49,6 +50,7 @@ struct sim {
 	uint32_t job_nodes; /* the job's shape, for register */
 	uint64_t first_gen, abort_gen, query_gen;
 	int stats, timeout_s;
+	int daemon_pid; /* sampled around the commit rounds when set */
 	struct agent *a;
 	double *lat;
 	size_t nlat;
@@ -102,6 +104,14 @@ static void on_manifest(void *arg, uint64_t gen, const struct phx_manifest *m)
 	a->q_world = m ? m->world : 0;
 }
 
+static void on_interval(void *arg, const char *mode, uint64_t steps, uint64_t seconds)
+{
+	(void)mode;
+	(void)steps;
+	(void)seconds;
+	((struct agent *)arg)->interval_t = now();
+}
+
 static void on_refused(void *arg, const char *reason)
 {
 	struct agent *a = arg;
@@ -116,6 +126,7 @@ static const struct phx_ckpt_client_ops ops = {
 	.commit = on_commit,
 	.aborted = on_aborted,
 	.manifest = on_manifest,
+	.interval = on_interval,
 	.refused = on_refused,
 };
 
@@ -261,6 +272,43 @@ static void prepare(struct sim *s, uint32_t i, uint64_t gen)
 	free(sh);
 }
 
+/* The daemon's CPU seconds (user + system) so far, from /proc. */
+static double daemon_cpu(int pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	/* After the command name: state, then fields 4..13, then utime and stime. */
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return 0;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static long daemon_rss_kib(int pid, const char *field)
+{
+	char path[64], line[256];
+	long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, strlen(field)))
+			v = atol(line + strlen(field) + 1);
+	fclose(f);
+	return v;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -268,14 +316,63 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static void print_pct(const char *what, double *v, size_t n)
+{
+	qsort(v, n, sizeof(double), cmp_double);
+	printf("%s p50 %.2f p99 %.2f max %.2f samples %zu\n", what, 1e3 * v[n / 2],
+	       1e3 * v[(n * 99) / 100], 1e3 * v[n - 1], n);
+}
+
+static int all_answered(struct sim *s, uint64_t arg)
+{
+	double t0;
+
+	memcpy(&t0, &arg, sizeof(t0));
+	for (uint32_t i = 0; i < s->nodes; i++)
+		if (s->a[i].interval_t < t0)
+			return 0;
+	return 1;
+}
+
+/*
+ * The floor: every agent asks for the interval at once and waits for the
+ * answer, the same burst of messages over the same connections as a
+ * commit round, without the commit's work.
+ */
+static void round_trips(struct sim *s, uint32_t rounds)
+{
+	double *v = calloc((size_t)rounds * s->nodes, sizeof(double));
+	size_t n = 0;
+
+	for (uint32_t r = 0; r < rounds; r++) {
+		double t0 = now();
+		uint64_t arg;
+
+		for (uint32_t i = 0; i < s->nodes; i++)
+			phx_ckpt_client_interval(s->a[i].c);
+		memcpy(&arg, &t0, sizeof(arg));
+		if (wait_until(s, all_answered, arg) < 0)
+			break;
+		for (uint32_t i = 0; i < s->nodes; i++)
+			v[n++] = s->a[i].interval_t - t0;
+	}
+	if (n)
+		print_pct("roundtrip_ms", v, n);
+	free(v);
+}
+
 static int run(struct sim *s)
 {
 	uint32_t k = s->prepare_nodes ? s->prepare_nodes : s->nodes;
 	int rc = 0;
 
+	double cpu0, wall0;
+
 	if (start(s) < 0)
 		return 1;
 	s->lat = calloc((size_t)s->gens * s->nodes, sizeof(double));
+	cpu0 = s->daemon_pid ? daemon_cpu(s->daemon_pid) : 0;
+	wall0 = now();
 	for (uint64_t g = s->first_gen; g < s->first_gen + s->gens; g++) {
 		double t0 = now();
 
@@ -307,11 +404,18 @@ static int run(struct sim *s)
 		}
 		fflush(stdout);
 	}
+	if (s->daemon_pid) {
+		double cpu = daemon_cpu(s->daemon_pid) - cpu0, wall = now() - wall0;
+
+		printf("daemon cpu_ms_per_generation %.1f cpu_share %.2f rss_mib %.1f "
+		       "peak_mib %.1f\n",
+		       1e3 * cpu / s->gens, cpu / wall,
+		       daemon_rss_kib(s->daemon_pid, "VmRSS:") / 1024.0,
+		       daemon_rss_kib(s->daemon_pid, "VmHWM:") / 1024.0);
+	}
 	if (s->stats && s->nlat) {
-		qsort(s->lat, s->nlat, sizeof(double), cmp_double);
-		printf("latency_ms p50 %.2f p99 %.2f max %.2f samples %zu\n",
-		       1e3 * s->lat[s->nlat / 2], 1e3 * s->lat[(s->nlat * 99) / 100],
-		       1e3 * s->lat[s->nlat - 1], s->nlat);
+		print_pct("commit_ms", s->lat, s->nlat);
+		round_trips(s, s->gens);
 	}
 	for (uint32_t i = 0; i < s->nodes; i++)
 		phx_ckpt_client_free(s->a[i].c);
@@ -355,6 +459,7 @@ int main(int argc, char **argv)
 		{ "gen", required_argument, NULL, 'G' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "stats", no_argument, NULL, 's' },
+		{ "daemon-pid", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sim s = {
@@ -408,6 +513,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			s.stats = 1;
+			break;
+		case 'P':
+			s.daemon_pid = atoi(optarg);
 			break;
 		default:
 			fprintf(stderr, "ckpt_sim: bad option\n");

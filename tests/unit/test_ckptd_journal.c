@@ -103,6 +103,17 @@ static void test_records_and_torn_tail(void **state)
 	ckptd_journal_close(&jr);
 }
 
+static void test_crc32(void **state)
+{
+	static const char text[] = "123456789abcdefghijklmnopqrstuvwxyz";
+
+	(void)state;
+	/* The standard check value, and a length that is not a multiple of 8. */
+	assert_int_equal(ckptd_crc32("123456789", 9), 0xcbf43926u);
+	assert_int_equal(ckptd_crc32(text, sizeof(text) - 1), 0x6649163au);
+	assert_int_equal(ckptd_crc32("", 0), 0);
+}
+
 static struct ckptd *daemon_at(const char *sub, int keep)
 {
 	struct ckptd *d = calloc(1, sizeof(*d));
@@ -171,8 +182,7 @@ static void test_restart_replays_catalog(void **state)
 	char err[512], *text4;
 
 	(void)state;
-	assert_int_equal(ckptd_job_register(d, j, 2, 4, "dp=4", "steps:50", err, sizeof(err)),
-			 0);
+	assert_int_equal(ckptd_job_register(d, j, 2, 4, "dp=4", "steps:50", err, sizeof(err)), 0);
 	for (uint64_t g = 1; g <= 4; g++)
 		commit(d, j, g, 2, 2);
 	assert_int_equal(j->ngens, 3);
@@ -259,6 +269,7 @@ static void test_bad_register(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_crc32),
 		cmocka_unit_test(test_records_and_torn_tail),
 		cmocka_unit_test(test_restart_replays_catalog),
 		cmocka_unit_test(test_compaction),
