@@ -291,6 +291,8 @@ int ckptd_publish(struct ckptd *d, struct ckptd_job *j, uint64_t gen, char *err,
 				       json_object_new_string("a newer generation committed"));
 		ckptd_broadcast(d, j, o);
 		d->m.aborts++;
+		phx_info("job %u: generation %llu aborted: a newer generation committed", j->id,
+			 (unsigned long long)superseded[i]);
 	}
 	phx_info("job %u: generation %llu (step %llu) committed", j->id, (unsigned long long)gen,
 		 (unsigned long long)step);

@@ -5,14 +5,19 @@
  * Used by the commit benchmark (tests/bench/ckpt-commit) and the cluster
  * test (tests/cluster/80-ckptd.bats).
  *
- *   ckpt_sim run   --address A --key FILE --job J --uid U --nodes N
- *                  [--ranks-per-node R] [--gens G] [--first-gen S]
- *                  [--prepare-nodes K] [--abort-gen X] [--token HEX] [--stats]
- *   ckpt_sim query --address A --key FILE --job J --uid U [--gen G] [--token HEX]
+ *   ckpt_sim run   --address A (--key FILE | --token HEX) --job J --uid U --nodes N
+ *                  [--job-nodes M --first-node I] [--ranks-per-node R] [--gens G]
+ *                  [--first-gen S] [--prepare-nodes K] [--no-wait] [--abort-gen X]
+ *                  [--shard-dir DIR] [--stats] [--daemon-pid PID]
+ *   ckpt_sim query --address A (--key FILE | --token HEX) --job J --uid U
+ *                  [--job-nodes M] [--ranks-per-node R] [--gen G]
  *
- * run: all nodes connect; for each generation every node (or only the
- * first K, then the command exits without waiting for a commit) sends
- * prepare for its ranks; prints "committed GEN STEP" or "aborted GEN".
+ * run: this process's nodes (N of the job's M, from node I) connect; for
+ * each generation every node (or only the first K, or with --no-wait: then
+ * the command leaves without waiting for a commit) sends prepare for its
+ * ranks; prints "committed GEN STEP", "aborted GEN" or "prepared GEN".
+ * --shard-dir writes each rank's shard there (4 KiB) with its SHA-256, so
+ * 'phalanx ckpt verify' can check them.
  * --stats prints the latency from the start of each round to each agent's
  * commit notice, p50 and p99.
  */
@@ -27,6 +32,8 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include "common/ckpt_client.h"
 #include "common/log.h"
@@ -48,6 +55,9 @@ struct sim {
 	const char *address, *key_file, *token;
 	uint32_t job, uid, nodes, rpn, gens, prepare_nodes;
 	uint32_t job_nodes; /* the job's shape, for register */
+	uint32_t first_node; /* this process simulates nodes first_node.. */
+	const char *shard_dir; /* write real shards there, with real digests */
+	int no_wait;
 	uint64_t first_gen, abort_gen, query_gen;
 	int stats, timeout_s;
 	int daemon_pid; /* sampled around the commit rounds when set */
@@ -227,7 +237,7 @@ static int start(struct sim *s)
 		};
 		char node[32];
 
-		snprintf(node, sizeof(node), "sim%05u", i);
+		snprintf(node, sizeof(node), "sim%05u", s->first_node + i);
 		conf.node = node;
 		s->a[i].sim = s;
 		s->a[i].c = phx_ckpt_client_new(&conf, &ops, &s->a[i], err, sizeof(err));
@@ -246,13 +256,38 @@ static int start(struct sim *s)
 	return 0;
 }
 
+/* A real shard file of the rank, and its SHA-256; 0 or -1. */
+static int write_shard(struct sim *s, uint32_t rank, uint64_t gen, char *path, size_t plen,
+		       char hex[65])
+{
+	unsigned char buf[4096], md[32];
+	unsigned int mdlen = 0;
+	FILE *f;
+
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (unsigned char)(s->job * 31 + gen * 7 + rank * 3 + i);
+	snprintf(path, plen, "%s/%u-%llu-%u", s->shard_dir, s->job, (unsigned long long)gen, rank);
+	f = fopen(path, "wb");
+	if (!f || fwrite(buf, 1, sizeof(buf), f) != sizeof(buf) || fflush(f) || fsync(fileno(f))) {
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	if (!EVP_Digest(buf, sizeof(buf), md, &mdlen, EVP_sha256(), NULL) || mdlen != 32)
+		return -1;
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
 static void prepare(struct sim *s, uint32_t i, uint64_t gen)
 {
 	struct phx_manifest_shard *sh = calloc(s->rpn, sizeof(*sh));
-	char(*path)[64] = calloc(s->rpn, sizeof(*path));
+	char(*path)[512] = calloc(s->rpn, sizeof(*path));
 
 	for (uint32_t k = 0; k < s->rpn; k++) {
-		uint32_t rank = i * s->rpn + k;
+		uint32_t rank = (s->first_node + i) * s->rpn + k;
 
 		sh[k].rank = rank;
 		sh[k].bytes = 1u << 30;
@@ -260,9 +295,16 @@ static void prepare(struct sim *s, uint32_t i, uint64_t gen)
 		snprintf(sh[k].digest.alg, sizeof(sh[k].digest.alg), "sha256");
 		for (int h = 0; h < 64; h++)
 			sh[k].digest.hex[h] = "0123456789abcdef"[(rank * 7 + gen * 13 + h) & 15];
-		snprintf(sh[k].locations[0].tier, sizeof(sh[k].locations[0].tier), "local");
+		snprintf(sh[k].locations[0].tier, sizeof(sh[k].locations[0].tier), "shared");
 		snprintf(path[k], sizeof(path[k]), "/ckpt/%u/%llu/%u", s->job,
 			 (unsigned long long)gen, rank);
+		if (s->shard_dir) {
+			sh[k].bytes = 4096;
+			if (write_shard(s, rank, gen, path[k], sizeof(path[k]), sh[k].digest.hex) <
+			    0)
+				phx_error("cannot write the shard of rank %u under %s", rank,
+					  s->shard_dir);
+		}
 		sh[k].locations[0].path = path[k];
 		sh[k].nlocations = 1;
 	}
@@ -380,12 +422,11 @@ static int run(struct sim *s)
 			phx_ckpt_client_abort(s->a[0].c, g, "a simulated rank failure");
 		for (uint32_t i = 0; i < k; i++)
 			prepare(s, i, g);
-		if (k < s->nodes) {
+		if (k < s->nodes || s->no_wait) {
 			/* Prepared by some nodes only: leave once the daemon has them. */
 			wait_until(s, all_flushed, 0);
 			pump(s, 200);
-			printf("partial %llu by %u of %u nodes\n", (unsigned long long)g, k,
-			       s->nodes);
+			printf("prepared %llu by %u nodes\n", (unsigned long long)g, k);
 			continue;
 		}
 		if (wait_until(s, all_settled, g) < 0) {
@@ -460,6 +501,10 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "stats", no_argument, NULL, 's' },
 		{ "daemon-pid", required_argument, NULL, 'P' },
+		{ "job-nodes", required_argument, NULL, 'N' },
+		{ "first-node", required_argument, NULL, 'F' },
+		{ "shard-dir", required_argument, NULL, 'D' },
+		{ "no-wait", no_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sim s = {
@@ -517,6 +562,18 @@ int main(int argc, char **argv)
 		case 'P':
 			s.daemon_pid = atoi(optarg);
 			break;
+		case 'N':
+			s.job_nodes = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'F':
+			s.first_node = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'D':
+			s.shard_dir = optarg;
+			break;
+		case 'W':
+			s.no_wait = 1;
+			break;
 		default:
 			fprintf(stderr, "ckpt_sim: bad option\n");
 			return 2;
@@ -530,7 +587,13 @@ int main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	s.job_nodes = s.nodes;
+	if (!s.job_nodes)
+		s.job_nodes = s.nodes;
+	if (s.first_node + s.nodes > s.job_nodes) {
+		fprintf(stderr, "ckpt_sim: nodes %u.. of %u are outside the job's %u\n",
+			s.first_node, s.nodes, s.job_nodes);
+		return 2;
+	}
 	if (!strcmp(cmd, "run"))
 		return run(&s);
 	if (!strcmp(cmd, "query"))
