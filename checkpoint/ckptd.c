@@ -208,6 +208,7 @@ static void loop(struct ckptd *d)
 		ckptd_reap(d);
 		if (ckptd_now() >= next_tick) {
 			ckptd_tick(d);
+			ckptd_conn_sweep(d);
 			ckptd_metrics_run(d);
 			next_tick = ckptd_now() + 1.0;
 		}
@@ -216,11 +217,7 @@ static void loop(struct ckptd *d)
 
 static void teardown(struct ckptd *d)
 {
-	for (size_t b = 0; b < CKPTD_JOB_BUCKETS; b++)
-		for (struct ckptd_job *j = d->jobs[b]; j; j = j->next)
-			for (size_t i = 0; i < j->nagents; i++)
-				ckptd_conn_fail(d, j->agents[i], NULL);
-	ckptd_reap(d);
+	ckptd_conn_close_all(d);
 	ckptd_metrics_stop(d);
 	if (d->socket_path[0])
 		unlink(d->socket_path);

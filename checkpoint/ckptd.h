@@ -20,6 +20,7 @@
 
 #define CKPTD_JOB_BUCKETS 4096
 #define CKPTD_MAX_PENDING_OUT (256u << 20) /* a peer this far behind is dropped */
+#define CKPTD_HANDSHAKE_S 10.0 /* hello to registered, at most */
 
 struct json_object;
 
@@ -88,6 +89,8 @@ struct ckptd {
 	size_t njobs;
 	unsigned agents, admins;
 	struct ckptd_conn *dead; /* closed after the current batch of events */
+	struct ckptd_conn *conns; /* every open connection */
+	double accept_paused_until; /* out of descriptors: listeners rest until then */
 	/* Failure statistics for the auto interval. */
 	double node_seconds, last_tick;
 	uint64_t failures;
@@ -116,7 +119,9 @@ struct ckptd_conn {
 	struct ckptd_job *job; /* after register */
 	uid_t peer_uid; /* admin: SO_PEERCRED */
 	int authed, out_armed, dead;
+	double since; /* accepted at */
 	struct ckptd_conn *next_dead;
+	struct ckptd_conn *prev, *next; /* every open connection */
 };
 
 double ckptd_now(void);
@@ -134,6 +139,11 @@ void ckptd_refuse(struct ckptd *d, struct ckptd_conn *c, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void ckptd_conn_fail(struct ckptd *d, struct ckptd_conn *c, const char *why);
 void ckptd_reap(struct ckptd *d);
+/* Once a second: closes connections that did not finish the handshake in
+ * time, and resumes accepting after a shortage of descriptors. */
+void ckptd_conn_sweep(struct ckptd *d);
+/* Closes every connection (shutdown). */
+void ckptd_conn_close_all(struct ckptd *d);
 
 /* ckptd_agent.c */
 void ckptd_agent_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg *m);
@@ -146,6 +156,8 @@ void ckptd_admin_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg 
 /* ckptd_catalog.c: jobs and committed generations, through the journal. */
 struct ckptd_job *ckptd_job_find(struct ckptd *d, uint32_t id);
 struct ckptd_job *ckptd_job_get(struct ckptd *d, uint32_t id, uint32_t uid);
+/* Forgets a job that never registered and holds nothing (a refused registration). */
+void ckptd_job_drop_if_empty(struct ckptd *d, struct ckptd_job *j);
 int ckptd_job_register(struct ckptd *d, struct ckptd_job *j, uint32_t nodes, uint32_t world,
 		       const char *layout, const char *interval, char *err, size_t errlen);
 /* Journals the ready generation, then publishes it; 0 or -1 (journal failed: not published). */

@@ -98,6 +98,8 @@ static void on_register(struct ckptd *d, struct ckptd_conn *c, const struct phx_
 	if (!j || ckptd_job_register(d, j, m->nodes, m->ranks, m->layout, m->interval, err,
 				     sizeof(err)) < 0) {
 		ckptd_refuse(d, c, "register: %s", j ? err : "out of memory");
+		if (j)
+			ckptd_job_drop_if_empty(d, j);
 		return;
 	}
 	if (attach(j, c) < 0) {

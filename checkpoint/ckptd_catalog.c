@@ -80,6 +80,12 @@ static void job_forget(struct ckptd *d, struct ckptd_job *gone)
 		}
 }
 
+void ckptd_job_drop_if_empty(struct ckptd *d, struct ckptd_job *j)
+{
+	if (!j->registered && !j->ngens && !j->nagents)
+		job_forget(d, j);
+}
+
 void ckptd_catalog_free(struct ckptd *d)
 {
 	for (size_t b = 0; b < CKPTD_JOB_BUCKETS; b++)

@@ -155,6 +155,56 @@ static void peer_name(struct ckptd_conn *c)
 	snprintf(c->peer, sizeof(c->peer), "%s", host);
 }
 
+static void listeners(struct ckptd *d, uint32_t events)
+{
+	struct epoll_event ev = { .events = events };
+
+	ev.data.ptr = &d->tcp_fd;
+	if (d->tcp_fd >= 0)
+		epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->tcp_fd, &ev);
+	ev.data.ptr = &d->unix_fd;
+	if (d->unix_fd >= 0)
+		epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->unix_fd, &ev);
+}
+
+/*
+ * Out of descriptors: a level-triggered listener would wake the loop for
+ * ever, so the listeners rest for a second while connections come and go.
+ */
+static void pause_accept(struct ckptd *d)
+{
+	if (d->accept_paused_until > 0)
+		return;
+	phx_warn("out of file descriptors with %u agents connected; not accepting for a second. "
+		 "Raise the open-file limit (LimitNOFILE in the unit)",
+		 d->agents);
+	listeners(d, 0);
+	d->accept_paused_until = ckptd_now() + 1.0;
+}
+
+void ckptd_conn_sweep(struct ckptd *d)
+{
+	double now = ckptd_now();
+
+	if (d->accept_paused_until > 0 && now >= d->accept_paused_until) {
+		listeners(d, EPOLLIN);
+		d->accept_paused_until = 0;
+	}
+	for (struct ckptd_conn *c = d->conns; c; c = c->next) {
+		int waiting = c->kind == CKPTD_AGENT ? !c->job : c->order.stage == 0;
+
+		if (!c->dead && waiting && now - c->since > CKPTD_HANDSHAKE_S)
+			ckptd_conn_fail(d, c, "no handshake within 10 seconds");
+	}
+}
+
+void ckptd_conn_close_all(struct ckptd *d)
+{
+	for (struct ckptd_conn *c = d->conns; c; c = c->next)
+		ckptd_conn_fail(d, c, NULL);
+	ckptd_reap(d);
+}
+
 void ckptd_accept(struct ckptd *d, int lfd, enum ckptd_conn_kind kind)
 {
 	for (;;) {
@@ -163,10 +213,10 @@ void ckptd_accept(struct ckptd *d, int lfd, enum ckptd_conn_kind kind)
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
 
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				phx_warn("accept: %s; raise the open-file limit (LimitNOFILE) if "
-					 "this is EMFILE",
-					 strerror(errno));
+			if (errno == EMFILE || errno == ENFILE)
+				pause_accept(d);
+			else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				phx_warn("accept: %s", strerror(errno));
 			return;
 		}
 		c = calloc(1, sizeof(*c));
@@ -189,6 +239,11 @@ void ckptd_accept(struct ckptd *d, int lfd, enum ckptd_conn_kind kind)
 		}
 		if (kind == CKPTD_ADMIN)
 			d->admins++;
+		c->since = ckptd_now();
+		c->next = d->conns;
+		if (d->conns)
+			d->conns->prev = c;
+		d->conns = c;
 	}
 }
 
@@ -294,6 +349,12 @@ void ckptd_reap(struct ckptd *d)
 		detach(d, c);
 		if (c->kind == CKPTD_ADMIN)
 			d->admins--;
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			d->conns = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
 		epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 		close(c->fd);
 		phx_wire_reader_free(&c->rd);
