@@ -204,7 +204,21 @@ struct verify {
 	pthread_mutex_t lock;
 	uint32_t next;
 	uint32_t ok, corrupt, missing, unverifiable;
+	uint32_t said; /* problem lines printed; a 16k-rank job is not listed whole */
 };
+
+#define VERIFY_SAY_MAX 20
+
+/* 1 when this problem line may still be printed. */
+static int may_say(struct verify *v)
+{
+	int ok;
+
+	pthread_mutex_lock(&v->lock);
+	ok = v->said++ < VERIFY_SAY_MAX;
+	pthread_mutex_unlock(&v->lock);
+	return ok;
+}
 
 /* 1 digest matches, 0 mismatch, -1 cannot read, -2 algorithm not available here. */
 static int check_file(const char *path, const struct phx_manifest_shard *s)
@@ -254,8 +268,9 @@ static void verify_rank(struct verify *v, uint32_t r)
 			good++;
 		else if (rc == 0) {
 			bad++;
-			phx_warn("rank %u: %s copy %s does not match its %s digest", r,
-				 s->locations[i].tier, s->locations[i].path, s->digest.alg);
+			if (may_say(v))
+				phx_warn("rank %u: %s copy %s does not match its %s digest", r,
+					 s->locations[i].tier, s->locations[i].path, s->digest.alg);
 		} else if (rc == -2) {
 			unknown++;
 		}
@@ -270,7 +285,7 @@ static void verify_rank(struct verify *v, uint32_t r)
 	else
 		v->missing++;
 	pthread_mutex_unlock(&v->lock);
-	if (!good && !bad && !unknown)
+	if (!good && !bad && !unknown && may_say(v))
 		phx_warn("rank %u: no copy of its shard is readable from this host (%zu tiers)", r,
 			 s->nlocations);
 }
@@ -326,6 +341,8 @@ static int do_verify(struct admin *a, uint64_t job, uint64_t gen, int threads)
 		verify_worker(&v);
 	while (n--)
 		pthread_join(tid[n], NULL);
+	if (v.said > VERIFY_SAY_MAX)
+		phx_warn("%u more problems not shown", v.said - VERIFY_SAY_MAX);
 	printf("job %u generation %llu (step %llu, %u ranks): %u verified, %u corrupt, %u not "
 	       "readable here, %u with a digest this host cannot compute\n",
 	       man.job, (unsigned long long)man.generation, (unsigned long long)man.step, man.world,

@@ -18,8 +18,10 @@
  * ranks; prints "committed GEN STEP", "aborted GEN" or "prepared GEN".
  * --shard-dir writes each rank's shard there (4 KiB) with its SHA-256, so
  * 'phalanx ckpt verify' can check them.
- * --stats prints the latency from the start of each round to each agent's
- * commit notice, p50 and p99.
+ * --stats prints, p50 and p99, the commit latency (from the last prepare
+ * handed to the clients to each agent's commit notice), the whole round
+ * (from the round's start, when this one process still has to build every
+ * node's prepare), and the floor: the same burst of interval requests.
  */
 #include "config.h"
 
@@ -62,7 +64,7 @@ struct sim {
 	int stats, timeout_s;
 	int daemon_pid; /* sampled around the commit rounds when set */
 	struct agent *a;
-	double *lat;
+	double *lat, *round; /* from the last prepare, and from the round's start */
 	size_t nlat;
 };
 
@@ -393,6 +395,8 @@ static void round_trips(struct sim *s, uint32_t rounds)
 		for (uint32_t i = 0; i < s->nodes; i++)
 			phx_ckpt_client_interval(s->a[i].c);
 		memcpy(&arg, &t0, sizeof(arg));
+		/* Like commits, counted from the last request handed over. */
+		t0 = now();
 		if (wait_until(s, all_answered, arg) < 0)
 			break;
 		for (uint32_t i = 0; i < s->nodes; i++)
@@ -413,15 +417,17 @@ static int run(struct sim *s)
 	if (start(s) < 0)
 		return 1;
 	s->lat = calloc((size_t)s->gens * s->nodes, sizeof(double));
+	s->round = calloc((size_t)s->gens * s->nodes, sizeof(double));
 	cpu0 = s->daemon_pid ? daemon_cpu(s->daemon_pid) : 0;
 	wall0 = now();
 	for (uint64_t g = s->first_gen; g < s->first_gen + s->gens; g++) {
-		double t0 = now();
+		double t0 = now(), t_last;
 
 		if (g == s->abort_gen)
 			phx_ckpt_client_abort(s->a[0].c, g, "a simulated rank failure");
 		for (uint32_t i = 0; i < k; i++)
 			prepare(s, i, g);
+		t_last = now();
 		if (k < s->nodes || s->no_wait) {
 			/* Prepared by some nodes only: leave once the daemon has them. */
 			wait_until(s, all_flushed, 0);
@@ -438,8 +444,10 @@ static int run(struct sim *s)
 		if (s->a[0].committed >= g) {
 			printf("committed %llu %llu\n", (unsigned long long)g,
 			       (unsigned long long)g * 100);
-			for (uint32_t i = 0; i < s->nodes; i++)
-				s->lat[s->nlat++] = s->a[i].commit_t - t0;
+			for (uint32_t i = 0; i < s->nodes; i++) {
+				s->round[s->nlat] = s->a[i].commit_t - t0;
+				s->lat[s->nlat++] = s->a[i].commit_t - t_last;
+			}
 		} else {
 			printf("aborted %llu\n", (unsigned long long)g);
 		}
@@ -456,6 +464,7 @@ static int run(struct sim *s)
 	}
 	if (s->stats && s->nlat) {
 		print_pct("commit_ms", s->lat, s->nlat);
+		print_pct("round_ms", s->round, s->nlat);
 		round_trips(s, s->gens);
 	}
 	for (uint32_t i = 0; i < s->nodes; i++)
