@@ -192,3 +192,20 @@ ckpt()
 	run --separate-stderr ckpt ls --job "$JOB_A"
 	[ "$(awk -v j="$JOB_A" '$1 == j { print $2 }' <<<"$output" | xargs)" = "3 5" ]
 }
+
+@test "agents ride through a daemon restart: nothing aborts, every generation commits" {
+	sim "$JOB_A" 4 --first-gen 10 --gens 300 >"$CKPTD_DIR/ride.out" 2>"$CKPTD_DIR/ride.err" &
+	local agents=$! rc=0
+	wait_for 60 grep -q '^committed 30 ' "$CKPTD_DIR/ride.out"
+	kill -9 "$(cat "$CKPTD_DIR/pid")"
+	start_daemon
+	wait "$agents" || rc=$?
+	cat "$CKPTD_DIR/ride.err"
+	[ "$rc" -eq 0 ]
+	# All four nodes' agents saw all 300 commits, across the restart.
+	[ "$(grep -c '^committed ' "$CKPTD_DIR/ride.out")" -eq 1200 ]
+	! grep -q '^aborted' "$CKPTD_DIR/ride.out"
+	grep -q 'saves continue on the node and are reported' "$CKPTD_DIR/ride.err"
+	run --separate-stderr ckpt ls --job "$JOB_A"
+	[ "$(awk -v j="$JOB_A" '$1 == j { print $2 }' <<<"$output" | xargs)" = "307 308 309" ]
+}
