@@ -428,6 +428,15 @@ static int decode_fields(struct ctx *c, enum phx_wire_side side)
 int phx_wire_decode(const char *body, size_t len, enum phx_wire_side side, struct phx_wire_msg *m,
 		    char *err, size_t errlen)
 {
+	/* Prepares come in bursts of thousands; plain ones skip the json-c tree. */
+	if (side == PHX_SIDE_DAEMON && phx_wire_decode_prepare_fast(body, len, m))
+		return 0;
+	return phx_wire_decode_json(body, len, side, m, err, errlen);
+}
+
+int phx_wire_decode_json(const char *body, size_t len, enum phx_wire_side side,
+			 struct phx_wire_msg *m, char *err, size_t errlen)
+{
 	struct ctx c = { NULL, m, "message", err, errlen };
 	const struct spec *sp;
 	const char *type;

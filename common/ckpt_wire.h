@@ -107,6 +107,12 @@ void phx_wire_msg_free(struct phx_wire_msg *m);
 int phx_wire_decode(const char *body, size_t len, enum phx_wire_side side, struct phx_wire_msg *m,
 		    char *err, size_t errlen);
 
+/* The two paths of phx_wire_decode, for tests: the json-c decoder, and the
+ * fast prepare reader (1: decoded, 0: declined, then *m is empty). */
+int phx_wire_decode_json(const char *body, size_t len, enum phx_wire_side side,
+			 struct phx_wire_msg *m, char *err, size_t errlen);
+int phx_wire_decode_prepare_fast(const char *body, size_t len, struct phx_wire_msg *m);
+
 /* Incremental frame reader over a byte stream. */
 struct phx_wire_reader {
 	char *buf;

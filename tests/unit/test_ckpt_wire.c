@@ -83,6 +83,48 @@ static void test_frame_round_trip(void **state)
 	free(frame);
 }
 
+/* Plain prepares take the fast reader; anything else still decodes, through json-c. */
+static void test_prepare_fast_and_fallback(void **state)
+{
+	static const char plain[] =
+		"{\"type\":\"prepare\",\"gen\":7,\"step\":70,\"shards\":[{\"rank\":1,\"bytes\":5,"
+		"\"digest\":{\"alg\":\"xxh64\",\"hex\":\"0011223344556677\"},\"locations\":[{"
+		"\"tier\":"
+		"\"local\",\"path\":\"/a/b\"},{\"path\":\"/c\",\"tier\":\"shared\"}]}],\"v\":1}";
+	static const char escaped[] =
+		"{\"type\":\"prepare\",\"gen\":7,\"step\":70,\"shards\":[{\"rank\":1,\"bytes\":5,"
+		"\"digest\":{\"alg\":\"xxh64\",\"hex\":\"0011223344556677\"},\"locations\":[{"
+		"\"tier\":"
+		"\"local\",\"path\":\"\\/a\\/b\"}]}],\"v\":1}";
+	static const char duplicate[] = "{\"type\":\"prepare\",\"gen\":7,\"gen\":8}";
+	struct phx_wire_msg m;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(phx_wire_decode_prepare_fast(plain, strlen(plain), &m), 1);
+	assert_int_equal(m.type, PHX_MSG_PREPARE);
+	assert_int_equal(m.gen, 7);
+	assert_int_equal(m.step, 70);
+	assert_int_equal(m.nshards, 1);
+	assert_int_equal(m.shards[0].rank, 1);
+	assert_int_equal(m.shards[0].nlocations, 2);
+	assert_string_equal(m.shards[0].locations[1].tier, "shared");
+	assert_string_equal(m.shards[0].locations[1].path, "/c");
+	phx_wire_msg_free(&m);
+	/* An escape: declined by the fast reader, decoded by json-c. */
+	assert_int_equal(phx_wire_decode_prepare_fast(escaped, strlen(escaped), &m), 0);
+	assert_int_equal(
+		phx_wire_decode(escaped, strlen(escaped), PHX_SIDE_DAEMON, &m, err, sizeof(err)),
+		0);
+	assert_string_equal(m.shards[0].locations[0].path, "/a/b");
+	phx_wire_msg_free(&m);
+	/* A repeated key: declined, and json-c's reading decides (here: refused). */
+	assert_int_equal(phx_wire_decode_prepare_fast(duplicate, strlen(duplicate), &m), 0);
+	assert_int_equal(phx_wire_decode(duplicate, strlen(duplicate), PHX_SIDE_DAEMON, &m, err,
+					 sizeof(err)),
+			 -1);
+}
+
 static void test_frame_limits(void **state)
 {
 	struct phx_wire_reader r;
@@ -303,6 +345,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_frame_round_trip),
 		cmocka_unit_test(test_frame_limits),
+		cmocka_unit_test(test_prepare_fast_and_fallback),
 		cmocka_unit_test(test_decode_refusals),
 		cmocka_unit_test(test_decode_fields),
 		cmocka_unit_test(test_order),
