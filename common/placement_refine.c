@@ -8,8 +8,9 @@
  * that could go anywhere. For every pipeline hop that leaves its NVLink
  * domain or leaf, the far node's ranks are swapped with those of each
  * node of the near node's domain, then leaf, that also strays (has a
- * pipeline neighbour outside that unit) and holds no part of a group whole
- * in it; a swap is kept when the modelled cost strictly drops. Prices are
+ * pipeline neighbour outside that unit); nodes holding part of a group that
+ * the swap would split are not tried. A swap is kept when the modelled cost
+ * strictly drops. Prices are
  * exact: pipeline hops are priced again, and every collective group keeps,
  * per level, how many members share its first rank's unit, so a swap
  * updates it in constant time. Tries are bounded per node and made in a
@@ -26,7 +27,7 @@
 
 /* Beyond this many GPUs per node the swap bookkeeping is not worth it. */
 #define MAX_GPN 16
-/* Tries per node and pass, all passes: bounds the time on any input. */
+/* Tries per node over all passes: bounds the time on any input. */
 #define TRIES_PER_NODE 48
 #define PASSES 2
 
