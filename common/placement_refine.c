@@ -1,21 +1,23 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Refinement of a packed map by whole-node swaps. The packer keeps every
- * block it can whole and splits the rest over the fragments that are left
- * (a domain's last nodes, a leaf's last nodes); which split block ends up
- * beside which whole one is chance, so pipeline neighbours often land in
- * different domains or leaves although a fragment beside them holds work
- * that could go anywhere. For every pipeline hop that leaves its NVLink
- * domain or leaf, the far node's ranks are swapped with those of each
- * node of the near node's domain, then leaf, that also strays (has a
- * pipeline neighbour outside that unit); nodes holding part of a group that
- * the swap would split are not tried. A swap is kept when the modelled cost
- * strictly drops. Prices are
- * exact: pipeline hops are priced again, and every collective group keeps,
- * per level, how many members share its first rank's unit, so a swap
- * updates it in constant time. Tries are bounded per node and made in a
- * fixed order, so the result is as deterministic as the packing and the
- * cost of the plan never rises.
+ * Refinement of a packed map by node swaps. The packer keeps every block it
+ * can whole and splits the rest over the fragments that are left (a
+ * domain's last nodes, a leaf's last nodes), and fills units with blocks in
+ * nesting order; which block ends up beside which is chance, so pipeline
+ * neighbours often land in different domains or leaves. For every pipeline
+ * hop that leaves its NVLink domain or leaf, the far node's ranks trade
+ * places with those of a node of the near node's domain, then leaf, that
+ * also strays (has a pipeline neighbour outside that unit); nodes holding
+ * part of a group that the swap would split are not tried. When the far
+ * node is part of such a group (an expert-parallel block whole in its
+ * domain), the whole block trades places with a block of the same kind in
+ * the near node's domain or leaf, node for node, if counting pipeline hops
+ * says the trade brings more inside than it takes out. A swap is kept when
+ * the modelled cost strictly drops. Prices are exact: pipeline hops are
+ * priced again, and every collective group keeps, per level, how many
+ * members share its first rank's unit, so a swap updates it in constant
+ * time. Tries are bounded per node and made in a fixed order, so the result
+ * is as deterministic as the packing and the cost of the plan never rises.
  */
 #include "config.h"
 
@@ -64,6 +66,7 @@ struct refiner {
 	/* Per dimension: a node's ranks touch at most 2 hops or 1 group each. */
 	struct touch touched[PHX_DIM_COUNT][4 * MAX_GPN];
 	size_t n_touched[PHX_DIM_COUNT];
+	uint32_t *tried[2]; /* per node: 1 + the domain, leaf its block was last pulled to */
 	unsigned long budget;
 	long swaps;
 };
@@ -237,6 +240,37 @@ static void exchange(struct refiner *rf, uint32_t x, uint32_t y)
 		rf->rank_node[rf->rank_of[k]] = y;
 }
 
+/* The touched groups' counts after the swap become theirs. */
+static void commit(struct refiner *rf)
+{
+	for (unsigned d = 0; d < PHX_DIM_COUNT; d++) {
+		struct counts *g = &rf->groups[d];
+
+		for (size_t i = 0; d != PHX_DIM_PP && i < rf->n_touched[d]; i++) {
+			const struct touch *t = &rf->touched[d][i];
+			unsigned long id = g->of_rank[t->base];
+
+			memcpy(g->cnt[id], t->cnt, sizeof(t->cnt));
+			g->level[id] = (uint8_t)level_of(rf->a, d, t->cnt);
+		}
+	}
+}
+
+/* Trades the ranks of nodes x and y; returns after - before, the cost's change. */
+static __int128 apply(struct refiner *rf, uint32_t x, uint32_t y)
+{
+	uint64_t before, after;
+
+	memset(rf->n_touched, 0, sizeof(rf->n_touched));
+	touch_node(rf, x, 0);
+	touch_node(rf, y, 1);
+	before = price_before(rf);
+	exchange(rf, x, y);
+	after = price_after(rf, x, y);
+	commit(rf);
+	return (__int128)after - (__int128)before;
+}
+
 /* Swaps the ranks of nodes x and y when that lowers the cost. */
 static bool try_swap(struct refiner *rf, uint32_t x, uint32_t y)
 {
@@ -255,19 +289,32 @@ static bool try_swap(struct refiner *rf, uint32_t x, uint32_t y)
 		exchange(rf, x, y);
 		return false;
 	}
+	commit(rf);
 	rf->swaps++;
-	for (unsigned d = 0; d < PHX_DIM_COUNT; d++) {
-		struct counts *g = &rf->groups[d];
-
-		for (size_t i = 0; d != PHX_DIM_PP && i < rf->n_touched[d]; i++) {
-			const struct touch *t = &rf->touched[d][i];
-			unsigned long id = g->of_rank[t->base];
-
-			memcpy(g->cnt[id], t->cnt, sizeof(t->cnt));
-			g->level[id] = (uint8_t)level_of(rf->a, d, t->cnt);
-		}
-	}
 	return true;
+}
+
+/*
+ * Swaps blocks: the ranks of xs[i] and ys[i] for every i < k, kept when
+ * the cost drops as a whole. One by one, each priced exactly; undone in
+ * reverse order otherwise.
+ */
+static bool try_blocks(struct refiner *rf, const uint32_t *xs, const uint32_t *ys, size_t k)
+{
+	__int128 delta = 0;
+
+	if (rf->budget < k)
+		return false;
+	rf->budget -= k;
+	for (size_t i = 0; i < k; i++)
+		delta += apply(rf, xs[i], ys[i]);
+	if (delta < 0) {
+		rf->swaps += (long)k;
+		return true;
+	}
+	for (size_t i = k; i-- > 0;)
+		apply(rf, xs[i], ys[i]);
+	return false;
 }
 
 static int count_all(struct refiner *rf)
@@ -347,16 +394,136 @@ static bool strays(const struct refiner *rf, uint32_t n, unsigned level)
 }
 
 /*
+ * The nodes holding the collective group of node n's first rank that
+ * lies whole in a domain, leaf or spine no wider than level (the
+ * narrowest such), in member order; their count, 0 when there is none,
+ * the group spans more than MAX_BLOCK nodes, or a node holds two members.
+ */
+#define MAX_BLOCK 16
+
+static size_t block_of(const struct refiner *rf, uint32_t n, unsigned level, unsigned *dim,
+		       uint32_t *nodes)
+{
+	const struct pl_alloc *a = rf->a;
+	unsigned long r = rf->rank_of[rf->first[rf->slot[n]]], st, size, base;
+	unsigned best = PL_SUB_LEVELS;
+
+	if (rf->first[rf->slot[n]] == rf->first[rf->slot[n] + 1])
+		return 0;
+	for (unsigned d = 0; d < PHX_DIM_COUNT; d++) {
+		unsigned l;
+
+		if (d == PHX_DIM_PP || a->layout->size[d] < 2 || !a->traffic[d])
+			continue;
+		l = group_level(rf, d, r);
+		if (l >= 1 && l <= level && l < best) {
+			best = l;
+			*dim = d;
+		}
+	}
+	if (best == PL_SUB_LEVELS)
+		return 0;
+	st = rf->stride[*dim];
+	size = a->layout->size[*dim];
+	if (size > MAX_BLOCK)
+		return 0;
+	base = r - r / st % size * st;
+	for (unsigned long i = 0; i < size; i++) {
+		nodes[i] = rf->rank_node[base + i * st];
+		for (unsigned long j = 0; j < i; j++) {
+			if (nodes[j] == nodes[i])
+				return 0;
+		}
+	}
+	return size;
+}
+
+static bool shares(const uint32_t *x, const uint32_t *y, size_t k)
+{
+	for (size_t i = 0; i < k; i++) {
+		for (size_t j = 0; j < k; j++) {
+			if (x[i] == y[j])
+				return true;
+		}
+	}
+	return false;
+}
+
+/* Pipeline hops from the ranks of nodes[0 .. k) to ranks in unit u at level. */
+static unsigned hops_into(const struct refiner *rf, const uint32_t *nodes, size_t k, unsigned level,
+			  uint32_t u)
+{
+	const struct pl_alloc *a = rf->a;
+	unsigned long st = rf->stride[PHX_DIM_PP], P = a->layout->size[PHX_DIM_PP];
+	unsigned hops = 0;
+
+	for (size_t i = 0; i < k; i++) {
+		uint32_t s = rf->slot[nodes[i]];
+
+		for (uint32_t j = rf->first[s]; j < rf->first[s + 1]; j++) {
+			unsigned long r = rf->rank_of[j], c = r / st % P;
+
+			hops += c > 0 && a->unit[rf->rank_node[r - st]][level] == u;
+			hops += c + 1 < P && a->unit[rf->rank_node[r + st]][level] == u;
+		}
+	}
+	return hops;
+}
+
+/*
+ * b's ranks belong to a block (a group whole around b): the block trades
+ * places with a block of the same kind whose nodes all lie in n's unit at
+ * level, so the hop from n stays inside that unit. A pair is tried only
+ * when, counting pipeline hops into n's unit and into b's, the trade
+ * brings more inside than it takes out.
+ */
+static bool pull_block(struct refiner *rf, uint32_t n, uint32_t b, unsigned k, unsigned level)
+{
+	const struct pl_alloc *a = rf->a;
+	uint32_t xs[MAX_BLOCK], ys[MAX_BLOCK], u = a->unit[n][level];
+	unsigned far = span(a, n, b), dim, dim_c;
+	uint32_t ub = a->unit[b][level];
+	long gain;
+	size_t nb = block_of(rf, b, far - 1, &dim, xs), nc;
+
+	if (!nb || rf->tried[k][xs[0]] == 1 + u)
+		return false;
+	/* The other nodes of n's block would pull the same block here again. */
+	rf->tried[k][xs[0]] = 1 + u;
+	gain = (long)hops_into(rf, xs, nb, level, u) - (long)hops_into(rf, xs, nb, level, ub);
+	for (uint32_t i = rf->start[k][u]; i < rf->start[k][u + 1]; i++) {
+		uint32_t c = rf->members[k][i];
+		bool inside = true;
+
+		if (c == n || c == b)
+			continue;
+		nc = block_of(rf, c, far - 1, &dim_c, ys);
+		/* Each block is met once, through its first node. */
+		if (nc != nb || dim_c != dim || ys[0] != c || shares(xs, ys, nb))
+			continue;
+		for (size_t j = 0; j < nc && inside; j++)
+			inside = a->unit[ys[j]][level] == u && ys[j] != n;
+		if (inside &&
+		    gain + (long)hops_into(rf, ys, nc, level, ub) >
+			    (long)hops_into(rf, ys, nc, level, u) &&
+		    try_blocks(rf, xs, ys, nb))
+			return true;
+	}
+	return false;
+}
+
+/*
  * Brings the far end b of a hop from node n next to it: b's ranks trade
- * places with those of a node of n's domain, then of n's leaf.
+ * places with those of a node of n's domain, then of n's leaf; when b's
+ * ranks are part of a block, the whole block moves.
  */
 static bool pull(struct refiner *rf, uint32_t n, uint32_t b)
 {
 	const struct pl_alloc *a = rf->a;
 	unsigned far = span(a, n, b);
 
-	if (anchored(rf, b, far - 1))
-		return false;
+	bool block = anchored(rf, b, far - 1);
+
 	for (unsigned k = 0; k < 2; k++) {
 		unsigned level = PHX_LEVEL_NVLINK + k;
 		uint32_t u = a->unit[n][level];
@@ -365,6 +532,11 @@ static bool pull(struct refiner *rf, uint32_t n, uint32_t b)
 			return false;
 		if (level == PHX_LEVEL_NVLINK && u >= a->n_units[1] - a->n_nodes)
 			continue; /* no domain */
+		if (block) {
+			if (pull_block(rf, n, b, k, level))
+				return true;
+			continue;
+		}
 		for (uint32_t i = rf->start[k][u]; i < rf->start[k][u + 1]; i++) {
 			uint32_t c = rf->members[k][i];
 
@@ -471,12 +643,17 @@ long phx_pl_refine(const struct pl_alloc *a, uint32_t *rank_node)
 	for (unsigned d = 0; d < PHX_DIM_COUNT; d++)
 		rf.stride[d] = phx_layout_stride(a->layout, (enum phx_dim)d);
 	rf.budget = (unsigned long)a->n_nodes * TRIES_PER_NODE;
-	if (index_ranks(&rf) < 0 || group_nodes(&rf) < 0 || count_all(&rf) < 0)
+	rf.tried[0] = calloc(a->n_nodes + 1, sizeof(*rf.tried[0]));
+	rf.tried[1] = calloc(a->n_nodes + 1, sizeof(*rf.tried[1]));
+	if (!rf.tried[0] || !rf.tried[1] || index_ranks(&rf) < 0 || group_nodes(&rf) < 0 ||
+	    count_all(&rf) < 0)
 		goto out;
 	for (int p = 0; p < PASSES && pass(&rf); p++)
 		;
 	rc = rf.swaps;
 out:
+	free(rf.tried[0]);
+	free(rf.tried[1]);
 	free(rf.first);
 	free(rf.rank_of);
 	free(rf.slot);
