@@ -277,7 +277,7 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 	cross_ok = !plan->cost.cross_leaf_mib || cross >= 1.5;
 	timed = c->gpus >= 16384;
 	time_ok = c->gpus >= 131072 ? cpu < 1000 : !timed || cpu < 50;
-	printf("%-6s %-6s %7lu %-22s %6u %8.3f %8.3f %8.2fx %8.1f %8.1f  %-4s %-4s %-4s  %s\n",
+	printf("%-6s %-6s %7lu %-22s %6u %8.4f %8.4f %8.2fx %8.1f %8.1f  %-4s %-4s %-4s  %s\n",
 	       c->fabric, namings[mixed], c->gpus, c->layout, leaves_used(plan), vs_lb, vs_host,
 	       cross, cpu, ms, verdict(lb_ok), verdict(cross_ok), timed ? verdict(time_ok) : "-",
 	       plan->strategy);
