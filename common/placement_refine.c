@@ -67,6 +67,8 @@ struct refiner {
 	struct touch touched[PHX_DIM_COUNT][4 * MAX_GPN];
 	size_t n_touched[PHX_DIM_COUNT];
 	uint32_t *tried[2]; /* per node: 1 + the domain, leaf its block was last pulled to */
+	/* Nodes whose neighbourhood changed: the next pass looks at them only. */
+	uint8_t *dirty, *next;
 	unsigned long budget;
 	long swaps;
 };
@@ -271,6 +273,24 @@ static __int128 apply(struct refiner *rf, uint32_t x, uint32_t y)
 	return (__int128)after - (__int128)before;
 }
 
+/* Node x and the nodes of its ranks' pipeline neighbours need another look. */
+static void mark(struct refiner *rf, uint32_t x)
+{
+	const struct pl_alloc *a = rf->a;
+	unsigned long st = rf->stride[PHX_DIM_PP], P = a->layout->size[PHX_DIM_PP];
+	uint32_t s = rf->slot[x];
+
+	rf->next[x] = 1;
+	for (uint32_t k = rf->first[s]; k < rf->first[s + 1]; k++) {
+		unsigned long r = rf->rank_of[k], c = r / st % P;
+
+		if (c > 0)
+			rf->next[rf->rank_node[r - st]] = 1;
+		if (c + 1 < P)
+			rf->next[rf->rank_node[r + st]] = 1;
+	}
+}
+
 /* Swaps the ranks of nodes x and y when that lowers the cost. */
 static bool try_swap(struct refiner *rf, uint32_t x, uint32_t y)
 {
@@ -291,6 +311,8 @@ static bool try_swap(struct refiner *rf, uint32_t x, uint32_t y)
 	}
 	commit(rf);
 	rf->swaps++;
+	mark(rf, x);
+	mark(rf, y);
 	return true;
 }
 
@@ -310,6 +332,10 @@ static bool try_blocks(struct refiner *rf, const uint32_t *xs, const uint32_t *y
 		delta += apply(rf, xs[i], ys[i]);
 	if (delta < 0) {
 		rf->swaps += (long)k;
+		for (size_t i = 0; i < k; i++) {
+			mark(rf, xs[i]);
+			mark(rf, ys[i]);
+		}
 		return true;
 	}
 	for (size_t i = k; i-- > 0;)
@@ -555,18 +581,27 @@ static bool pass(struct refiner *rf)
 	bool moved = false;
 
 	for (uint32_t n = 0; n < a->n_nodes; n++) {
-		uint32_t last = PL_NONE;
+		uint32_t seen[2 * MAX_GPN];
+		size_t n_seen = 0;
 
+		if (!rf->dirty[n])
+			continue;
 		for (uint32_t k = rf->first[rf->slot[n]]; k < rf->first[rf->slot[n] + 1]; k++) {
 			unsigned long r = rf->rank_of[k], c = r / st % P;
 			unsigned long nb[2] = { c > 0 ? r - st : r, c + 1 < P ? r + st : r };
 
 			for (int j = 0; j < 2; j++) {
 				uint32_t b = rf->rank_node[nb[j]];
+				size_t i = 0;
 
-				if (nb[j] == r || b == last || b == n)
+				if (nb[j] == r || b == n)
 					continue;
-				last = b;
+				/* Each neighbouring node once. */
+				while (i < n_seen && seen[i] != b)
+					i++;
+				if (i < n_seen)
+					continue;
+				seen[n_seen++] = b;
 				if (pull(rf, n, b))
 					moved = true;
 			}
@@ -648,10 +683,22 @@ long phx_pl_refine(const struct pl_alloc *a, uint32_t *rank_node)
 	if (!rf.tried[0] || !rf.tried[1] || index_ranks(&rf) < 0 || group_nodes(&rf) < 0 ||
 	    count_all(&rf) < 0)
 		goto out;
-	for (int p = 0; p < PASSES && pass(&rf); p++)
-		;
+	rf.dirty = malloc(a->n_nodes + 1);
+	rf.next = calloc(a->n_nodes + 1, 1);
+	if (!rf.dirty || !rf.next)
+		goto out;
+	memset(rf.dirty, 1, a->n_nodes + 1);
+	for (int p = 0; p < PASSES && pass(&rf); p++) {
+		uint8_t *t = rf.dirty;
+
+		rf.dirty = rf.next;
+		rf.next = t;
+		memset(rf.next, 0, a->n_nodes + 1);
+	}
 	rc = rf.swaps;
 out:
+	free(rf.dirty);
+	free(rf.next);
 	free(rf.tried[0]);
 	free(rf.tried[1]);
 	free(rf.first);
