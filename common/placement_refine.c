@@ -464,6 +464,17 @@ static size_t block_of(const struct refiner *rf, uint32_t n, unsigned level, uns
 	return size;
 }
 
+/* Whether node c holds the first member of its first rank's dim group. */
+static bool leads(const struct refiner *rf, uint32_t c, unsigned dim)
+{
+	unsigned long st = rf->stride[dim], size = rf->a->layout->size[dim], r;
+
+	if (rf->first[rf->slot[c]] == rf->first[rf->slot[c] + 1])
+		return false;
+	r = rf->rank_of[rf->first[rf->slot[c]]];
+	return rf->rank_node[r - r / st % size * st] == c;
+}
+
 static bool shares(const uint32_t *x, const uint32_t *y, size_t k)
 {
 	for (size_t i = 0; i < k; i++) {
@@ -521,7 +532,7 @@ static bool pull_block(struct refiner *rf, uint32_t n, uint32_t b, unsigned k, u
 		uint32_t c = rf->members[k][i];
 		bool inside = true;
 
-		if (c == n || c == b)
+		if (c == n || c == b || !leads(rf, c, dim))
 			continue;
 		nc = block_of(rf, c, far - 1, &dim_c, ys);
 		/* Each block is met once, through its first node. */
