@@ -2,7 +2,8 @@
 /*
  * phx_place(): sorts the allocation, leaves out spare nodes, packs the ranks
  * with every nesting of the dimensions worth trying (placement_pack.c),
- * prices each (placement_cost.c) and keeps the best, moves slow nodes to
+ * prices each (placement_cost.c), keeps the best and improves it by
+ * swapping nodes (placement_refine.c), moves slow nodes to
  * the least harmful work, and adds the host-name order's cost and the lower
  * bound (placement_bound.c) for comparison.
  */
@@ -603,6 +604,7 @@ static int search(struct placer *p)
 	struct phx_plan *plan = p->plan;
 	struct pl_strategy none = { 0 };
 	size_t best, n_base;
+	long swaps;
 
 	p->cand = calloc(MAX_STRATEGIES, sizeof(*p->cand));
 	if (!p->cand || phx_pl_tree_build(&p->a, &p->tree) < 0)
@@ -619,7 +621,11 @@ static int search(struct placer *p)
 	if (best != p->n_cand - 1)
 		realize(p, &p->cand[best], plan->rank_node, plan->rank_gpu);
 	plan->cost = p->cand[best].cost;
-	snprintf(plan->strategy, sizeof(plan->strategy), "%s", p->cand[best].name);
+	swaps = phx_pl_refine(&p->a, plan->rank_node);
+	if (swaps < 0 || (swaps && phx_pl_cost(&p->a, plan->rank_node, &plan->cost) < 0))
+		return fail(p, "out of memory");
+	snprintf(plan->strategy, sizeof(plan->strategy), "%.88s%s", p->cand[best].name,
+		 swaps ? "+swaps" : "");
 	return 0;
 }
 

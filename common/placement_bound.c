@@ -94,6 +94,7 @@ struct bounder {
 	unsigned long slab_lim;
 	uint64_t *layer[1u << MAX_ITEMS]; /* F_T(m) for m <= layer_lim */
 	unsigned long layer_lim;
+	uint64_t *wide[MAX_ITEMS]; /* bound D: the bound without item v, m <= n_max */
 	/* Units of every level share sizes: each size's bound is kept. */
 	unsigned long memo_n[MEMO_SIZE];
 	uint64_t memo_v[MEMO_SIZE];
@@ -273,8 +274,8 @@ static uint64_t min_pairing(unsigned n_items, const uint64_t *single,
 	return best;
 }
 
-/* Smallest total over the ways to pair up the items, for a unit of n ranks. */
-static uint64_t pairings(const struct bounder *bd, unsigned long n)
+/* Smallest total over the ways to pair up the items of set, for a unit of n ranks. */
+static uint64_t pairings(const struct bounder *bd, unsigned set, unsigned long n)
 {
 	uint64_t single[MAX_ITEMS], pair[MAX_ITEMS][MAX_ITEMS];
 
@@ -283,7 +284,8 @@ static uint64_t pairings(const struct bounder *bd, unsigned long n)
 		for (unsigned j = i + 1; j < bd->n_items; j++)
 			pair[i][j] = knap_get(&bd->pair[i][j].value, n);
 	}
-	return min_pairing(bd->n_items, single, (const uint64_t(*)[MAX_ITEMS])pair, 0);
+	return min_pairing(bd->n_items, single, (const uint64_t(*)[MAX_ITEMS])pair,
+			   ~set & ((1u << bd->n_items) - 1));
 }
 
 /* ---------------------------------------------------------------- layers */
@@ -292,9 +294,11 @@ static uint64_t pairings(const struct bounder *bd, unsigned long n)
 static void maxplus(uint64_t *out, const uint64_t *x, const uint64_t *y, unsigned long len)
 {
 	for (unsigned long n = 0; n <= len; n++) {
+		/* A square is symmetric: half the pairs do. */
+		unsigned long last = x == y ? n / 2 : n;
 		uint64_t best = 0;
 
-		for (unsigned long i = 0; i <= n; i++)
+		for (unsigned long i = 0; i <= last; i++)
 			best = umax(best, x[i] + y[n - i]);
 		out[n] = best;
 	}
@@ -530,21 +534,33 @@ static uint64_t set_cap(const struct bounder *bd, unsigned set, unsigned long n)
 #define LP_ROWS ((1u << MAX_ITEMS) - 1)
 #define LP_COLS (MAX_ITEMS + LP_ROWS + 1)
 
-static uint64_t lp_bound(const struct bounder *bd, unsigned long n)
+static uint64_t lp_bound(const struct bounder *bd, unsigned set, unsigned long n)
 {
 	__int128 t[LP_ROWS + 1][LP_COLS], d = 1;
-	unsigned k = bd->n_items, m = (1u << k) - 1, rhs = k + m, basis[LP_ROWS];
+	unsigned k = 0, idx[MAX_ITEMS], m, rhs, basis[LP_ROWS];
 
-	memset(t, 0, sizeof(t));
+	for (unsigned i = 0; i < bd->n_items; i++) {
+		if (set >> i & 1)
+			idx[k++] = i;
+	}
+	m = (1u << k) - 1;
+	rhs = k + m;
+	/* Only the part in use: this runs for every unit size. */
+	for (unsigned r = 0; r <= m; r++)
+		memset(t[r], 0, (rhs + 1) * sizeof(t[r][0]));
 	for (unsigned r = 0; r < m; r++) {
-		for (unsigned c = 0; c < k; c++)
+		unsigned orig = 0;
+
+		for (unsigned c = 0; c < k; c++) {
 			t[r][c] = ((r + 1) >> c) & 1;
+			orig |= (((r + 1) >> c) & 1u) << idx[c];
+		}
 		t[r][k + r] = 1;
-		t[r][rhs] = (__int128)set_cap(bd, r + 1, n);
+		t[r][rhs] = (__int128)set_cap(bd, orig, n);
 		basis[r] = k + r;
 	}
 	for (unsigned c = 0; c < k; c++)
-		t[m][c] = -(__int128)bd->it[c].mib;
+		t[m][c] = -(__int128)bd->it[idx[c]].mib;
 	for (;;) {
 		unsigned q = 0, p = m;
 
@@ -578,16 +594,140 @@ static uint64_t lp_bound(const struct bounder *bd, unsigned long n)
 
 /* ---------------------------------------------------------------- levels */
 
+/* The best bound on what n ranks hold for the items of set: A, then C or B. */
+static uint64_t set_bound(const struct bounder *bd, unsigned set, unsigned long n)
+{
+	uint64_t v;
+
+	if (!set)
+		return 0;
+	v = pairings(bd, set, n);
+	/* Where the layer tables reach, B was never below C in any case measured. */
+	if (n <= bd->layer_lim && bd->layer[set])
+		return umin(v, bd->layer[set][n]);
+	return umin(v, lp_bound(bd, set, n));
+}
+
+/* Whether q lies on or below the chord from p to r (p.x < q.x < r.x, or reversed). */
+static bool under(const struct hull_pt *p, const struct hull_pt *q, const struct hull_pt *r)
+{
+	__int128 lhs = ((__int128)q->y - (__int128)p->y) * ((__int128)r->x - (__int128)p->x);
+	__int128 rhs = ((__int128)r->y - (__int128)p->y) * ((__int128)q->x - (__int128)p->x);
+
+	/* Both x differences have the same sign: compare without dividing. */
+	return r->x > p->x ? lhs <= rhs : lhs >= rhs;
+}
+
+/*
+ * s * h(n / s) rounded down, h the concave envelope of f over x .. n as
+ * stacked in hull (x descending from the bottom): by Jensen's inequality
+ * no s values of f with arguments in x .. n summing to n add up to more.
+ */
+static uint64_t envelope_at(const struct hull_pt *h, size_t k, unsigned long s, unsigned long n)
+{
+	size_t lo = 0, hi = k - 1; /* h[lo].x >= n / s >= h[hi].x */
+	__int128 num;
+
+	while (hi - lo > 1) {
+		size_t mid = (lo + hi) / 2;
+
+		if (s * h[mid].x >= n)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if (s * h[hi].x == n || lo == hi)
+		return s * h[hi].y;
+	if (s * h[lo].x == n)
+		return s * h[lo].y;
+	num = ((__int128)h[lo].y - (__int128)h[hi].y) * (__int128)(n - s * h[hi].x);
+	return (uint64_t)((__int128)(s * h[hi].y) + num / (__int128)(h[lo].x - h[hi].x));
+}
+
+/*
+ * Bound D, for units too large for the tables of bound C: the same cut
+ * along a collective v, with the other items bounded in each layer by
+ * A, B or C. Holding m whole v-groups puts at least m ranks in each of
+ * the s layers, so with n_t ranks in layer t
+ *   F(n) <= max(G(n), max over m >= 1 of b_v s m + sum_t G(n_t)),
+ * G the bound without v, and the sum is at most s times G's concave
+ * envelope over m .. n at n / s. The envelope is built from n down, one
+ * point per m, so each cut costs O(n log n).
+ */
+static uint64_t wide_cut(struct bounder *bd, unsigned v, unsigned long n, struct hull_pt *h)
+{
+	unsigned long s = bd->it[v].s;
+	const uint64_t *f = bd->wide[v];
+	uint64_t val = f[n];
+	size_t k = 0;
+
+	for (unsigned long x = n; x >= 1; x--) {
+		struct hull_pt p = { x, f[x] };
+
+		while (k >= 2 && under(&h[k - 2], &h[k - 1], &p))
+			k--;
+		h[k++] = p;
+		if (x * s <= n)
+			val = umax(val, bd->it[v].mib * s * x + envelope_at(h, k, s, n));
+	}
+	return val;
+}
+
+/*
+ * G(x) for x <= n_max: the bound for the items of set. Up to the layer
+ * tables' size bounds A and C; above, A and B, with B's linear programme
+ * solved every WIDE_STEP ranks only, at the step's end: what x ranks hold,
+ * x + k ranks hold too, so its value there bounds x as well.
+ */
+#define WIDE_STEP 8ul
+
+static uint64_t *without(const struct bounder *bd, unsigned set)
+{
+	uint64_t *f = calloc(bd->n_max + 1, sizeof(*f)), lp = 0;
+
+	if (!f)
+		return NULL;
+	for (unsigned long x = 1; set && x <= bd->n_max; x++) {
+		f[x] = pairings(bd, set, x);
+		if (x <= bd->layer_lim && bd->layer[set]) {
+			f[x] = umin(f[x], bd->layer[set][x]);
+			continue;
+		}
+		if ((x - bd->layer_lim - 1) % WIDE_STEP == 0)
+			lp = lp_bound(bd, set, umin(x + WIDE_STEP - 1, bd->n_max));
+		f[x] = umin(f[x], lp);
+	}
+	return f;
+}
+
+static uint64_t wide_layers(struct bounder *bd, unsigned long n)
+{
+	unsigned full = (1u << bd->n_items) - 1;
+	uint64_t best = UINT64_MAX;
+	struct hull_pt *h;
+
+	if (n > bd->n_max || !(h = calloc(n + 2, sizeof(*h))))
+		return UINT64_MAX;
+	for (unsigned v = 0; v < bd->n_items; v++) {
+		if (bd->it[v].hop)
+			continue;
+		if (!bd->wide[v] && !(bd->wide[v] = without(bd, full & ~(1u << v))))
+			break;
+		best = umin(best, wide_cut(bd, v, n, h));
+	}
+	free(h);
+	return best;
+}
+
 static uint64_t unit_bound(struct bounder *bd, unsigned long n)
 {
 	unsigned slot = (unsigned)(n % MEMO_SIZE);
 
 	if (bd->memo_n[slot] != n) {
 		bd->memo_n[slot] = n;
-		bd->memo_v[slot] = umin(pairings(bd, n), lp_bound(bd, n));
-		if (n <= bd->layer_lim)
-			bd->memo_v[slot] =
-				umin(bd->memo_v[slot], bd->layer[(1u << bd->n_items) - 1][n]);
+		bd->memo_v[slot] = set_bound(bd, (1u << bd->n_items) - 1, n);
+		if (n > bd->layer_lim)
+			bd->memo_v[slot] = umin(bd->memo_v[slot], wide_layers(bd, n));
 	}
 	return bd->memo_v[slot];
 }
@@ -728,6 +868,8 @@ static void free_bounder(struct bounder *bd)
 		free(bd->all[s]);
 		free(bd->layer[s]);
 	}
+	for (unsigned i = 0; i < MAX_ITEMS; i++)
+		free(bd->wide[i]);
 }
 
 int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound)

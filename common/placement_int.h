@@ -73,6 +73,8 @@ void phx_pl_tree_free(struct pl_tree *tree);
 void phx_pl_pack(struct pl_tree *tree, const struct pl_strategy *s, uint32_t *rank_node,
 		 uint16_t *rank_gpu);
 
+/* Swaps whole nodes of a packed map while that lowers its cost; swaps made, or -1 (memory). */
+long phx_pl_refine(const struct pl_alloc *a, uint32_t *rank_node);
 /* Prices a map (rank_node[r] = allocated node index); 0 or -1 (memory). */
 int phx_pl_cost(const struct pl_alloc *a, const uint32_t *rank_node, struct phx_plan_cost *cost);
 /* The cheapest any map onto this allocation can be; 0 or -1 (memory). */

@@ -13,10 +13,14 @@
  * leaves (cabling that does not follow the names, common after repairs
  * and extensions). For each case it prints the plan's cost over the lower
  * bound, its cost over Slurm's host-name order, how much more cross-leaf
- * traffic the host-name order sends, and the time phx_place() took.
- * Targets: cost within 1.05x of the bound, 1.5x less cross-leaf traffic
- * than host-name order, under 50 ms at 16k GPUs and 1 s at 128k. Exits 1
- * when one is missed.
+ * traffic the host-name order sends, and the time phx_place() took (the
+ * best of three runs: processor time of the calling thread, which the
+ * targets are checked against, and wall-clock time, which on a shared
+ * machine also counts waiting for a processor), then which targets the case
+ * meets. Targets: cost within 1.05x of the bound, 1.5x less cross-leaf
+ * traffic than host-name order, under 50 ms at 16k GPUs and 1 s at 128k.
+ * A summary counts the cases meeting each target. Exits 1 when one is
+ * missed.
  *
  *   placement_bench [--seed N] [--max-gpus N] [--fabric ib|nvl72] [--naming rack|mixed]
  */
@@ -70,12 +74,22 @@ static uint64_t rng(void)
 	return phx_xorshift64s(&rng_state);
 }
 
-static double now_ms(void)
+static double now_ms(clockid_t clock)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Cases meeting each target, and cases the target applies to. */
+struct tally {
+	unsigned bound_ok, cross_ok, time_ok, time_cases, cases;
+};
+
+static const char *verdict(bool ok)
+{
+	return ok ? "ok" : "MISS";
 }
 
 /* Node x of leaf l: its number, by rack or across the leaves. */
@@ -196,7 +210,7 @@ static unsigned leaves_used(const struct phx_plan *plan)
 	return n;
 }
 
-static int run_case(const struct bench_case *c, bool mixed, int *missed)
+static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 {
 	const struct fabric_kind *k = !strcmp(c->fabric, "ib") ? &kinds[0] : &kinds[1];
 	size_t nodes = c->gpus / k->gpn, len;
@@ -205,7 +219,8 @@ static int run_case(const struct bench_case *c, bool mixed, int *missed)
 	struct phx_fabric *fab = NULL;
 	struct phx_plan *plan = NULL;
 	struct phx_layout layout;
-	double t0, ms, vs_lb, vs_host, cross;
+	double ms = 0, cpu = 0, vs_lb, vs_host, cross;
+	bool lb_ok, cross_ok, time_ok, timed;
 	int rc = -1;
 
 	if (!conf ||
@@ -226,9 +241,9 @@ static int run_case(const struct bench_case *c, bool mixed, int *missed)
 	/* The best of three: the machine is shared. Every run must agree. */
 	for (int run = 0; run < RUNS; run++) {
 		struct phx_plan *again = NULL;
-		double took;
+		double w0 = now_ms(CLOCK_MONOTONIC), c0 = now_ms(CLOCK_THREAD_CPUTIME_ID), took,
+		       used;
 
-		t0 = now_ms();
 		if (phx_place(&(struct phx_place_input){ .fabric = fab,
 							 .nodes = names,
 							 .n_nodes = nodes,
@@ -238,8 +253,10 @@ static int run_case(const struct bench_case *c, bool mixed, int *missed)
 			fprintf(stderr, "phalanx: bench: %s\n", err);
 			goto out;
 		}
-		took = now_ms() - t0;
+		used = now_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
+		took = now_ms(CLOCK_MONOTONIC) - w0;
 		ms = run ? (took < ms ? took : ms) : took;
+		cpu = run ? (used < cpu ? used : cpu) : used;
 		if (again && (memcmp(again->rank_node, plan->rank_node,
 				     plan->world * sizeof(*plan->rank_node)) ||
 			      memcmp(again->rank_gpu, plan->rank_gpu,
@@ -255,12 +272,20 @@ static int run_case(const struct bench_case *c, bool mixed, int *missed)
 	cross = plan->cost.cross_leaf_mib
 			? (double)plan->hostname.cross_leaf_mib / (double)plan->cost.cross_leaf_mib
 			: 0;
-	printf("%-6s %-6s %7lu %-22s %6u %8.3f %8.3f %8.2fx %9.1f  %s\n", c->fabric, namings[mixed],
-	       c->gpus, c->layout, leaves_used(plan), vs_lb, vs_host, cross, ms, plan->strategy);
-	*missed += vs_lb > 1.05;
-	*missed += plan->cost.cross_leaf_mib && cross < 1.5;
-	*missed += (c->gpus >= 16384 && c->gpus < 131072 && ms > 50) ||
-		   (c->gpus >= 131072 && ms > 1000);
+	lb_ok = vs_lb <= 1.05;
+	/* No cross-leaf traffic at all meets the target. */
+	cross_ok = !plan->cost.cross_leaf_mib || cross >= 1.5;
+	timed = c->gpus >= 16384;
+	time_ok = c->gpus >= 131072 ? cpu < 1000 : !timed || cpu < 50;
+	printf("%-6s %-6s %7lu %-22s %6u %8.4f %8.4f %8.2fx %8.1f %8.1f  %-4s %-4s %-4s  %s\n",
+	       c->fabric, namings[mixed], c->gpus, c->layout, leaves_used(plan), vs_lb, vs_host,
+	       cross, cpu, ms, verdict(lb_ok), verdict(cross_ok), timed ? verdict(time_ok) : "-",
+	       plan->strategy);
+	t->cases++;
+	t->bound_ok += lb_ok;
+	t->cross_ok += cross_ok;
+	t->time_cases += timed;
+	t->time_ok += timed && time_ok;
 	rc = 0;
 out:
 	for (size_t i = 0; names && i < nodes; i++)
@@ -276,7 +301,8 @@ int main(int argc, char **argv)
 {
 	unsigned long max_gpus = 131072, seed = 42;
 	const char *only = NULL, *naming = NULL;
-	int missed = 0;
+	struct tally t = { 0 };
+	unsigned missed;
 
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--seed"))
@@ -288,11 +314,14 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--naming"))
 			naming = argv[i + 1];
 	}
-	printf("phalanx: placement benchmark, seed %lu; targets: cost/bound <= 1.05, host-name "
-	       "cross-leaf / plan >= 1.5x, < 50 ms at 16k GPUs, < 1 s at 128k\n",
+	printf("phalanx: placement benchmark, seed %lu; targets: cost/bound <= 1.05 (lb), "
+	       "host-name "
+	       "cross-leaf / plan >= 1.5x (xl), processor time < 50 ms at 16k GPUs and < 1 s at "
+	       "128k (t)\n",
 	       seed);
-	printf("%-6s %-6s %7s %-22s %6s %8s %8s %9s %9s  %s\n", "fabric", "naming", "gpus",
-	       "layout", "leaves", "cost/lb", "cost/hn", "hn-xleaf", "ms", "strategy");
+	printf("%-6s %-6s %7s %-22s %6s %8s %8s %9s %8s %8s  %-4s %-4s %-4s  %s\n", "fabric",
+	       "naming", "gpus", "layout", "leaves", "cost/lb", "cost/hn", "hn-xleaf", "cpu-ms",
+	       "wall-ms", "lb", "xl", "t", "strategy");
 	for (int m = 0; m < 2; m++) {
 		if (naming && strcmp(naming, namings[m]))
 			continue;
@@ -301,10 +330,14 @@ int main(int argc, char **argv)
 				continue;
 			/* Each case its own stream: filters do not change the others. */
 			rng_state = (seed ? seed : 1) * 0x9e3779b97f4a7c15ull + i * 1000003ull;
-			if (run_case(&cases[i], m == 1, &missed) < 0)
+			if (run_case(&cases[i], m == 1, &t) < 0)
 				return 2;
 		}
 	}
-	printf("phalanx: %d target%s missed\n", missed, missed == 1 ? "" : "s");
+	missed = (t.cases - t.bound_ok) + (t.cases - t.cross_ok) + (t.time_cases - t.time_ok);
+	printf("phalanx: cost/bound <= 1.05 in %u of %u cases; cross-leaf >= 1.5x in %u of %u; "
+	       "time in %u of %u timed cases\n",
+	       t.bound_ok, t.cases, t.cross_ok, t.cases, t.time_ok, t.time_cases);
+	printf("phalanx: %s\n", missed ? "targets missed" : "all targets met");
 	return missed ? 1 : 0;
 }

@@ -15,6 +15,7 @@
 #include "common/fabric.h"
 #include "common/layout.h"
 #include "common/placement.h"
+#include "common/placement_int.h"
 #include "tests/rng.h"
 
 static char err[1024];
@@ -458,6 +459,297 @@ static void test_bound_exhaustive(void **state)
 	}
 }
 
+/* ---------------------------------------------------------------- bound, larger units */
+
+/*
+ * Fabrics with leaves of up to 24 nodes of 4 or 8 GPUs and spines of up to
+ * 4 leaves, sometimes NVLink domains with NVLink as fast as a node: units
+ * of thousands of ranks, where the bound cuts along collectives (bound D).
+ */
+static void big_fabric(struct scenario *s)
+{
+	char *conf = malloc(65536);
+	size_t off = 0;
+	unsigned spines = pick(1, 3), node = 0, leaf = 0;
+	bool blocks = rng() % 2;
+
+	assert_non_null(conf);
+	for (unsigned sp = 0; sp < spines; sp++) {
+		unsigned first = leaf;
+
+		for (unsigned k = pick(1, 4); k > 0; k--, leaf++) {
+			unsigned nodes = pick(4, 24), bsize = pick(3, 9);
+
+			off += (size_t)snprintf(conf + off, 65536 - off,
+						"SwitchName=leaf%u Nodes=n[%04u-%04u]\n", leaf,
+						node, node + nodes - 1);
+			for (unsigned b = 0; blocks && b + bsize <= nodes; b += bsize)
+				off += (size_t)snprintf(conf + off, 65536 - off,
+							"BlockName=nvl%u_%u Nodes=n[%04u-%04u]\n",
+							leaf, b, node + b, node + b + bsize - 1);
+			/* A fragment of the leaf: each node free with probability 2/3. */
+			for (unsigned x = 0; x < nodes; x++) {
+				char name[16];
+
+				if (rng() % 3 == 0 || s->n_nodes == 512)
+					continue;
+				snprintf(name, sizeof(name), "n%04u", node + x);
+				add_node(s, name);
+			}
+			node += nodes;
+		}
+		off += (size_t)snprintf(conf + off, 65536 - off,
+					"SwitchName=spine%u Switches=leaf[%u-%u]\n", sp, first,
+					leaf - 1);
+	}
+	if (!s->n_nodes)
+		add_node(s, "n0000");
+	s->fabric = fabric_from(conf);
+	if (blocks)
+		s->fabric->bandwidth[PHX_LEVEL_NODE] = s->fabric->bandwidth[PHX_LEVEL_NVLINK] =
+			900000;
+	free(conf);
+}
+
+/* The model of phalanx-plan(1) once more, for any map, from a level table. */
+static uint64_t model_cost(const struct phx_plan *plan, const unsigned char *level,
+			   const uint32_t *rank_node)
+{
+	const struct phx_layout *l = &plan->layout;
+	size_t n = plan->n_nodes;
+	uint64_t total = 0;
+
+	for (int d = 0; d < PHX_DIM_COUNT; d++) {
+		unsigned long st = phx_layout_stride(l, (enum phx_dim)d), size = l->size[d];
+
+		for (unsigned long r = 0; size > 1 && r < plan->world; r++) {
+			unsigned lev = 0;
+
+			if ((r / st) % size)
+				continue;
+			for (unsigned long i = 1; i < size; i++) {
+				uint32_t a = rank_node[d == PHX_DIM_PP ? r + (i - 1) * st : r];
+				unsigned ab = level[a * n + rank_node[r + i * st]];
+
+				if (d == PHX_DIM_PP)
+					total += plan->traffic.mib[d] * plan->weight[ab];
+				else if (ab > lev)
+					lev = ab;
+			}
+			if (d != PHX_DIM_PP)
+				total += plan->traffic.mib[d] * size * plan->weight[lev];
+		}
+	}
+	return total;
+}
+
+static void shuffle_map(uint32_t *map, unsigned long world)
+{
+	for (unsigned long i = world; i > 1; i--) {
+		unsigned long j = rng() % i;
+		uint32_t t = map[i - 1];
+
+		map[i - 1] = map[j];
+		map[j] = t;
+	}
+}
+
+/*
+ * No map costs less than the bound: not the plan, not random maps of the
+ * ranks onto the allocation's GPUs, and not the plan with a few ranks
+ * traded (maps close to the best one knows). The plan's cost is the model's.
+ */
+static void test_bound_against_maps(void **state)
+{
+	for (int round = 0; round < 40; round++) {
+		struct scenario s = { .gpn = rng() % 2 ? 4 : 8 };
+		struct phx_plan *plan;
+		unsigned char *level;
+		uint32_t *map;
+		size_t n;
+
+		big_fabric(&s);
+		if (rng() % 2)
+			phx_traffic_defaults(&s.traffic);
+		else
+			for (int d = 0; d < PHX_DIM_COUNT; d++)
+				s.traffic.mib[d] = rng() % 70000;
+		random_layout(&s, s.n_nodes * s.gpn);
+		plan = place(&s);
+		check_map(&s, plan);
+		n = plan->n_nodes;
+		level = malloc(n * n);
+		map = malloc(plan->world * sizeof(*map));
+		assert_non_null(level);
+		assert_non_null(map);
+		for (size_t i = 0; i < n; i++) {
+			for (size_t j = 0; j < n; j++)
+				level[i * n + j] =
+					(unsigned char)node_level(&plan->nodes[i], &plan->nodes[j]);
+		}
+		assert_true(model_cost(plan, level, plan->rank_node) == plan->cost.total);
+		if (plan->cost.total < plan->lower_bound)
+			fail_msg("round %d: plan %llu below the bound %llu", round,
+				 (unsigned long long)plan->cost.total,
+				 (unsigned long long)plan->lower_bound);
+		for (int k = 0; k < 60; k++) {
+			uint64_t c;
+
+			memcpy(map, plan->rank_node, plan->world * sizeof(*map));
+			if (k % 2) {
+				shuffle_map(map, plan->world);
+			} else {
+				for (int t = 0; t < 1 + k % 5; t++) {
+					unsigned long x = rng() % plan->world,
+						      y = rng() % plan->world;
+					uint32_t tmp = map[x];
+
+					map[x] = map[y];
+					map[y] = tmp;
+				}
+			}
+			c = model_cost(plan, level, map);
+			if (c < plan->lower_bound)
+				fail_msg("round %d, map %d: cost %llu below the bound %llu (%s)",
+					 round, k, (unsigned long long)c,
+					 (unsigned long long)plan->lower_bound, plan->strategy);
+		}
+		free(level);
+		free(map);
+		phx_plan_free(plan);
+		free_scenario(&s);
+	}
+}
+
+/* Index of name in names[0 .. *n), added when new. */
+static uint32_t intern(const char **names, uint32_t *n, const char *name)
+{
+	for (uint32_t i = 0; i < *n; i++) {
+		if (!strcmp(names[i], name))
+			return i;
+	}
+	names[*n] = name;
+	return (*n)++;
+}
+
+/* The allocation as placement_int.h describes it, from a plan's nodes. */
+static void alloc_of(const struct phx_plan *plan, struct pl_alloc *a, const char **names)
+{
+	uint32_t n_dom = 0, n_leaf = 0, n_spine = 0;
+	size_t n = plan->n_nodes;
+
+	memset(a, 0, sizeof(*a));
+	a->layout = &plan->layout;
+	a->world = plan->world;
+	a->gpn = plan->gpus_per_node;
+	for (int d = 0; d < PHX_DIM_COUNT; d++)
+		a->traffic[d] = plan->traffic.mib[d];
+	for (int l = 0; l < PHX_LEVEL_COUNT; l++)
+		a->weight[l] = plan->weight[l];
+	a->n_nodes = n;
+	a->unit = calloc(n, sizeof(*a->unit));
+	a->slow = calloc(n, sizeof(*a->slow));
+	a->spare = calloc(n, sizeof(*a->spare));
+	assert_true(a->unit && a->slow && a->spare);
+	for (size_t i = 0; i < n; i++) {
+		if (*plan->nodes[i].domain)
+			a->unit[i][1] = intern(names, &n_dom, plan->nodes[i].domain);
+	}
+	for (size_t i = 0; i < n; i++) {
+		a->unit[i][0] = (uint32_t)i;
+		if (!*plan->nodes[i].domain)
+			a->unit[i][1] = n_dom + (uint32_t)i;
+		a->unit[i][2] = intern(names + n, &n_leaf, plan->nodes[i].leaf);
+		a->unit[i][3] = intern(names + 2 * n, &n_spine, plan->nodes[i].spine);
+	}
+	a->n_units[0] = (uint32_t)n;
+	a->n_units[1] = n_dom + (uint32_t)n;
+	a->n_units[2] = n_leaf;
+	a->n_units[3] = n_spine;
+}
+
+/*
+ * Node swaps only ever lower the cost, and price it exactly as the model
+ * does: from random maps and from the plan with ranks traded, the swaps
+ * keep every node's number of ranks, never raise the cost, lower it
+ * whenever they swap anything, and the cost they leave is the model's.
+ */
+static void test_swaps_lower_cost(void **state)
+{
+	for (int round = 0; round < 30; round++) {
+		struct scenario s = { .gpn = rng() % 2 ? 4 : 8 };
+		struct phx_plan *plan;
+		struct pl_alloc a;
+		const char **names;
+		unsigned char *level;
+		uint32_t *map;
+		unsigned *before, *after;
+		size_t n;
+
+		big_fabric(&s);
+		phx_traffic_defaults(&s.traffic);
+		random_layout(&s, s.n_nodes * s.gpn);
+		plan = place(&s);
+		n = plan->n_nodes;
+		names = calloc(3 * n, sizeof(*names));
+		level = malloc(n * n);
+		map = malloc(plan->world * sizeof(*map));
+		before = calloc(n, sizeof(*before));
+		after = calloc(n, sizeof(*after));
+		assert_true(names && level && map && before && after);
+		alloc_of(plan, &a, names);
+		for (size_t i = 0; i < n; i++) {
+			for (size_t j = 0; j < n; j++)
+				level[i * n + j] =
+					(unsigned char)node_level(&plan->nodes[i], &plan->nodes[j]);
+		}
+		for (int k = 0; k < 6; k++) {
+			struct phx_plan_cost c0, c1;
+			long swaps;
+
+			memcpy(map, plan->rank_node, plan->world * sizeof(*map));
+			if (k % 2)
+				shuffle_map(map, plan->world);
+			else
+				for (int t = 0; t < 4; t++) {
+					unsigned long x = rng() % plan->world,
+						      y = rng() % plan->world;
+					uint32_t tmp = map[x];
+
+					map[x] = map[y];
+					map[y] = tmp;
+				}
+			memset(before, 0, n * sizeof(*before));
+			memset(after, 0, n * sizeof(*after));
+			for (unsigned long r = 0; r < plan->world; r++)
+				before[map[r]]++;
+			assert_int_equal(phx_pl_cost(&a, map, &c0), 0);
+			swaps = phx_pl_refine(&a, map);
+			assert_true(swaps >= 0);
+			assert_int_equal(phx_pl_cost(&a, map, &c1), 0);
+			for (unsigned long r = 0; r < plan->world; r++)
+				after[map[r]]++;
+			assert_memory_equal(before, after, n * sizeof(*before));
+			if (c1.total > c0.total || (swaps && c1.total >= c0.total))
+				fail_msg("round %d: %ld swaps took the cost from %llu to %llu",
+					 round, swaps, (unsigned long long)c0.total,
+					 (unsigned long long)c1.total);
+			assert_true(model_cost(plan, level, map) == c1.total);
+			assert_true(c1.total >= plan->lower_bound);
+		}
+		free(a.unit);
+		free(a.slow);
+		free(a.spare);
+		free(names);
+		free(level);
+		free(map);
+		free(before);
+		free(after);
+		phx_plan_free(plan);
+		free_scenario(&s);
+	}
+}
+
 /*
  * Pipelines of whole nodes, data-parallel groups too large for any leaf,
  * every leaf a multiple of the pipeline, one spine (with two, keeping the
@@ -731,6 +1023,8 @@ int main(void)
 		cmocka_unit_test(test_determinism),
 		cmocka_unit_test(test_random_invariants),
 		cmocka_unit_test(test_bound_exhaustive),
+		cmocka_unit_test(test_bound_against_maps),
+		cmocka_unit_test(test_swaps_lower_cost),
 		cmocka_unit_test(test_pipelines_stay_in_leaves),
 		cmocka_unit_test(test_slow_nodes_left_out),
 		cmocka_unit_test(test_slow_nodes_get_last_ranks),
