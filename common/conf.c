@@ -123,6 +123,14 @@ static const struct conf_key keys[] = {
 	  "seconds without a heartbeat before ranks count as hung" },
 	{ "launcher.max_restarts", K_INT, OFF(launcher.max_restarts), 0, 1000, NULL, "3", 0,
 	  "in-job restarts before the launcher gives up" },
+	{ "launcher.spares", K_INT, OFF(launcher.spares), 0, 100000, NULL, "0", 0,
+	  "nodes of an allocation the driver holds back for relaunches" },
+	{ "launcher.max_relaunches", K_INT, OFF(launcher.max_relaunches), 0, 1000, NULL, "3", 0,
+	  "relaunches of a step by the driver before it gives up" },
+	{ "launcher.same_failure_limit", K_INT, OFF(launcher.same_failure_limit), 1, 1000, NULL,
+	  "2", 0, "the same worker failure this many times in a row is not retried" },
+	{ "launcher.drain_bad_nodes", K_BOOL, OFF(launcher.drain_bad_nodes), 0, 0, NULL, "false", 0,
+	  "the driver drains nodes it found bad (Slurm operator rights)" },
 	/* Read by common/fabric.c from the same tree; described in phalanx-plan(1). */
 	{ "fabric", K_SKIP, 0, 0, 0, NULL, NULL, 0, "fabric description" },
 };

@@ -67,6 +67,10 @@ struct phx_conf {
 	struct {
 		int hang_timeout_s;
 		int max_restarts;
+		int spares; /* driver mode */
+		int max_relaunches;
+		int same_failure_limit;
+		bool drain_bad_nodes;
 	} launcher;
 	bool has_fabric; /* a 'fabric:' section is present, for phx_fabric_load() */
 };

@@ -46,6 +46,10 @@ static const char *const all_keys[] = {
 	"checkpoint.keep",
 	"launcher.hang_timeout",
 	"launcher.max_restarts",
+	"launcher.spares",
+	"launcher.max_relaunches",
+	"launcher.same_failure_limit",
+	"launcher.drain_bad_nodes",
 };
 
 static int load(const char *text, struct phx_conf *conf)
@@ -82,6 +86,10 @@ static void assert_defaults(const struct phx_conf *c)
 	assert_int_equal(c->checkpoint.keep, 3);
 	assert_int_equal(c->launcher.hang_timeout_s, 600);
 	assert_int_equal(c->launcher.max_restarts, 3);
+	assert_int_equal(c->launcher.spares, 0);
+	assert_int_equal(c->launcher.max_relaunches, 3);
+	assert_int_equal(c->launcher.same_failure_limit, 2);
+	assert_false(c->launcher.drain_bad_nodes);
 }
 
 static void assert_same(const struct phx_conf *a, const struct phx_conf *b)
