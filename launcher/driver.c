@@ -32,7 +32,7 @@
 #include "launcher/driver.h"
 
 #define POLL_MS 1000 /* between looks at Slurm's node states */
-#define KILL_WAIT_MS 1000 /* step killed: srun's time to notice before it is killed too */
+#define KILL_WAIT_MS 200 /* step killed: srun passes on what it has, then goes */
 
 struct driver {
 	struct phx_launch_opts *o;

@@ -80,7 +80,7 @@ train()
 
 has()
 {
-	grep -q -- "$1" "$OUT"
+	grep -qs -- "$1" "$OUT"
 }
 
 # The node list of the driver's Nth "starting the step" line.
@@ -120,6 +120,70 @@ show_out()
 	grep -q '^\[rank 0\] .*finished 150 steps.*replicas identical: True' "$OUT"
 	has '^phalanx: the job finished (1 relaunch(es))'
 	has '^driver exit 0$'
+}
+
+# The PID of the agent running in node $1's namespace.
+agent_pid()
+{
+	local p
+	for p in $(ip netns pids "$(lab_netns "$1")"); do
+		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "phalanx-launch --agent"; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# no_proc_in I PATTERN: no process of node I has PATTERN in its command line.
+no_proc_in()
+{
+	local p
+	for p in $(ip netns pids "$(lab_netns "$1")"); do
+		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "$2"; then
+			return 1
+		fi
+	done
+}
+
+@test "an agent killed on a healthy node: that node is excluded, the spare takes its place" {
+	local pid
+	# shellcheck disable=SC2046
+	submit 5 --spares 1 --nproc-per-node 2 -- $(train)
+	wait_for 120 has 'step 20/150'
+	pid=$(agent_pid 2)
+	[ -n "$pid" ]
+	kill -9 "$pid"
+	wait_for 180 job_finished "$JOB"
+	show_out
+	[ "$(job_state "$JOB")" = COMPLETED ]
+	# srun's report, not Slurm's node state: node2 itself stays up.
+	has 'srun: error: node2: task 1: Killed'
+	has 'node node2 is bad (srun reported its agent killed or the node failed)'
+	[ "$(step_nodes 2)" = 'node[1,3-5]' ]
+	# Its workers died with it; Slurm never took node2 for down.
+	wait_for 30 no_proc_in 2 "$TRAIN"
+	[[ $(node_state node2) != down* ]]
+	grep -q '^\[rank 0\] .*finished 150 steps.*replicas identical: True' "$OUT"
+	has '^driver exit 0$'
+}
+
+# procs_in_are I PATTERN N: N processes of node I have a command line matching PATTERN.
+procs_in_are()
+{
+	[ "$(ip netns pids "$(lab_netns "$1")" | xargs -r ps -o args= -p | grep -c -- "$2")" -eq "$3" ]
+}
+
+@test "the workers of a killed agent die with it, also when the step's kill misses them" {
+	# Workers that wait in no collective; a sleep of its own to find them by.
+	submit 5 --spares 1 --nproc-per-node 2 --max-relaunches 0 -- /bin/sleep 613
+	wait_for 60 procs_in_are 2 '^/bin/sleep 613$' 2
+	kill -9 "$(agent_pid 2)"
+	wait_for 60 job_finished "$JOB"
+	show_out
+	has 'node node2 is bad (srun reported its agent killed'
+	has 'stopping: 0 relaunch(es) made, --max-relaunches 0'
+	wait_for 30 no_proc_in 2 'sleep 613'
 }
 
 @test "the same exception every time: stopped after K attempts with the reason" {
