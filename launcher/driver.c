@@ -380,7 +380,7 @@ static void watch(struct driver *dr, struct step *s)
 			break;
 		now = now_ms();
 		if (kill_at && now >= kill_at) {
-			phx_warn("srun did not end after its step was killed; killing srun");
+			phx_debug("srun did not end after its step was killed; killing srun");
 			kill(s->pid, SIGKILL);
 			kill_at = 0;
 		}
