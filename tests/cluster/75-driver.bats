@@ -52,8 +52,9 @@ all_idle()
 }
 
 # submit NODES [phalanx-launch options] -- COMMAND: a batch job whose
-# script is the driver; sets JOB and OUT. --no-kill: a node failure must
-# not end the job, the driver handles it.
+# script is the driver and ends with its status; sets JOB and OUT.
+# --no-kill: a node failure must not end the job, the driver handles it.
+# SBATCH_EXTRA: more sbatch options.
 submit()
 {
 	local n=$1 script=$BATS_TEST_TMPDIR/job.sh
@@ -64,10 +65,11 @@ submit()
 		echo 'export GLOO_SOCKET_IFNAME=eth0'
 		printf '%q ' "$LAUNCH" "$@"
 		echo
-		echo 'echo "driver exit $?"'
+		echo 'rc=$?; echo "driver exit $rc"; exit $rc'
 	} >"$script"
+	# shellcheck disable=SC2086
 	JOB=$(sbatch --parsable --no-kill --open-mode=append -J "$JOB_NAME" -N"$n" -o "$OUT" \
-		"$script")
+		${SBATCH_EXTRA:-} "$script")
 	[ -n "$JOB" ]
 }
 
@@ -88,6 +90,11 @@ step_nodes()
 {
 	grep '^phalanx: starting the step on' "$OUT" | sed -n "${1}p" |
 		sed 's/.* node(s) \([^ ]*\) .*/\1/'
+}
+
+restarts_are()
+{
+	[ "$(job_field "$JOB" Restarts)" = "$1" ]
 }
 
 show_out()
@@ -196,6 +203,8 @@ procs_in_are()
 	[ "$(grep -c '^phalanx: result 1 workers-failed rank=3 ' "$OUT")" -eq 2 ]
 	has 'stopping: the same failure 2 time(s) in a row (rank 3 on node2: ValueError: injected failure on rank 3 at step 2 @ step 1): a deterministic error, not retried'
 	has '^driver exit 5$'
+	[ "$(job_field "$JOB" ExitCode)" = 5:0 ]
+	[ "$(job_state "$JOB")" = FAILED ]
 	[ "$(job_field "$JOB" Restarts)" = 0 ]
 }
 
@@ -205,7 +214,7 @@ procs_in_are()
 	wait_for 120 has 'step 20/150'
 	"$LAB_CMD" kill-node node2 >/dev/null
 	wait_for 60 has '^driver exit'
-	wait_for 60 test "$(job_field "$JOB" Restarts)" = 1
+	wait_for 60 restarts_are 1
 	show_out
 	has 'node node2 is bad'
 	has 'requeueing job [0-9]*: only 3 healthy node(s) left of 4, 4 needed, and no --elastic'
@@ -213,6 +222,20 @@ procs_in_are()
 	# One step before the requeue (the requeued job may have started since).
 	[ "$(sed -n '1,/^driver exit/p' "$OUT" | grep -c '^phalanx: starting the step on')" -eq 1 ]
 	[ "$(job_field "$JOB" ExcNodeList)" = node2 ]
+}
+
+@test "Slurm refuses the requeue (--no-requeue): exit status 75 requeues it through RequeueExit" {
+	# shellcheck disable=SC2046
+	SBATCH_EXTRA=--no-requeue submit 4 --nproc-per-node 2 -- $(train)
+	wait_for 120 has 'step 20/150'
+	"$LAB_CMD" kill-node node3 >/dev/null
+	wait_for 60 has '^driver exit'
+	wait_for 60 restarts_are 1
+	show_out
+	has 'Slurm refused to requeue job [0-9]*: .*; exiting with 75'
+	has '^driver exit 75$'
+	[ "$(job_field "$JOB" ExitCode)" = 75:0 ]
+	[ "$(job_state "$JOB")" = PENDING ]
 }
 
 @test "too few nodes left with --elastic: the job goes on with a smaller dp" {
