@@ -120,8 +120,8 @@ static int field(struct phx_result *r, const char *key, size_t klen, const char 
 	long long v;
 
 #define KEY(k) (klen == sizeof(k) - 1 && !memcmp(key, k, klen))
-	if (KEY("node"))
-		return decode(val, vlen, r->node, sizeof(r->node));
+	if (KEY("node")) /* never empty: an unknown node is "?" */
+		return vlen ? decode(val, vlen, r->node, sizeof(r->node)) : -1;
 	if (KEY("msg"))
 		return decode(val, vlen, r->msg, sizeof(r->msg));
 	if (KEY("rank") && !number(val, vlen, -1, 1ll << 40, &v))
@@ -191,6 +191,18 @@ int phx_result_parse(const char *line, size_t len, struct phx_result *r)
  * 1: a node failure, 2: an agent that did not exit by itself (killed by
  * a signal: MESSAGE is not "Exited with exit code N"), 0: anything else.
  */
+/* A host name as srun prints it: printable, no spaces, no ':'. */
+static bool host_ok(const char *p, size_t n)
+{
+	if (!n)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (!plain((unsigned char)p[i]) || p[i] == ':')
+			return false;
+	}
+	return true;
+}
+
 int phx_srun_line_parse(const char *line, size_t len, char *node, size_t nodelen)
 {
 	static const char err[] = "srun: error: ", fail[] = "Node failure on ";
@@ -205,14 +217,14 @@ int phx_srun_line_parse(const char *line, size_t len, char *node, size_t nodelen
 	if ((size_t)(end - p) > sizeof(fail) - 1 && !memcmp(p, fail, sizeof(fail) - 1)) {
 		p += sizeof(fail) - 1;
 		n = (size_t)(end - p);
-		if (n >= nodelen || memchr(p, ' ', n))
+		if (n >= nodelen || !host_ok(p, n))
 			return 0;
 		memcpy(node, p, n);
 		node[n] = '\0';
 		return 1;
 	}
 	colon = memchr(p, ':', (size_t)(end - p));
-	if (!colon || colon == p || memchr(p, ' ', (size_t)(colon - p)))
+	if (!colon || !host_ok(p, (size_t)(colon - p)))
 		return 0;
 	n = (size_t)(colon - p);
 	if (n >= nodelen || (size_t)(end - colon) < 7 || memcmp(colon, ": task", 6))

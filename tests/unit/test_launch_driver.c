@@ -168,6 +168,8 @@ static void test_result_refusals(void **state)
 		"msg=a extra=1",
 		"phalanx: result 1 workers-failed  rank=1 node=n kind=1 code=1 step=1 restarts=0 "
 		"msg=a",
+		"phalanx: result 1 workers-failed rank=1 node= kind=1 code=1 step=1 restarts=0 "
+		"msg=a",
 		"phalanx: info: starting",
 		"",
 	};
@@ -190,6 +192,7 @@ static void test_srun_lines(void **state)
 		"srun: error: Node failure on ",
 		"srun: error: : task 1: Killed",
 		"[rank 0] srun: error: node2: task 1: Killed",
+		"srun: error: no\tde2: task 1: Killed",
 	};
 
 	(void)state;
