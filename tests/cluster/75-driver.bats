@@ -42,6 +42,9 @@ teardown()
 		if node_not_responding "$n" || node_down "$n"; then
 			"$LAB_CMD" restart-node "$n" >/dev/null 2>&1 || true
 		fi
+		case $(node_state "$n") in
+		drain*) scontrol update nodename="$n" state=resume || true ;;
+		esac
 	done
 	wait_for 30 all_idle || true
 }
@@ -153,10 +156,10 @@ no_proc_in()
 	done
 }
 
-@test "an agent killed on a healthy node: that node is excluded, the spare takes its place" {
+@test "an agent killed on a healthy node: that node is excluded and drained, the spare takes its place" {
 	local pid
 	# shellcheck disable=SC2046
-	submit 5 --spares 1 --nproc-per-node 2 -- $(train)
+	submit 5 --spares 1 --drain-bad-nodes --nproc-per-node 2 -- $(train)
 	wait_for 120 has 'step 20/150'
 	pid=$(agent_pid 2)
 	[ -n "$pid" ]
@@ -168,9 +171,11 @@ no_proc_in()
 	has 'srun: error: node2: task 1: Killed'
 	has 'node node2 is bad (srun reported its agent killed or the node failed)'
 	[ "$(step_nodes 2)" = 'node[1,3-5]' ]
-	# Its workers died with it; Slurm never took node2 for down.
+	# Its workers died with it; Slurm never took node2 for down, the driver drained it.
 	wait_for 30 no_proc_in 2 "$TRAIN"
-	[[ $(node_state node2) != down* ]]
+	[[ $(node_state node2) == drain* ]]
+	has '^phalanx: drained node node2 (srun reported its agent killed'
+	sinfo -R -h -n node2 -o %E | grep -q '^phalanx-launch: srun reported its agent killed'
 	grep -q '^\[rank 0\] .*finished 150 steps.*replicas identical: True' "$OUT"
 	has '^driver exit 0$'
 }
