@@ -48,14 +48,13 @@ static const struct option agent_opts[] = {
 
 #define N_AGENT_OPTS (sizeof(agent_opts) / sizeof(agent_opts[0]))
 /* The agent's and the driver's options, one getopt table. */
-static struct option long_opts[N_AGENT_OPTS + 16];
+static struct option long_opts[N_AGENT_OPTS + PHX_DRIVER_NOPTS + 1];
 
 static void build_table(void)
 {
 	memcpy(long_opts, agent_opts, sizeof(agent_opts));
-	memcpy(long_opts + N_AGENT_OPTS, phx_driver_long_opts,
-	       phx_driver_nopts * sizeof(*phx_driver_long_opts));
-	memset(&long_opts[N_AGENT_OPTS + phx_driver_nopts], 0, sizeof(*long_opts));
+	memcpy(long_opts + N_AGENT_OPTS, phx_driver_long_opts, sizeof(phx_driver_long_opts));
+	memset(&long_opts[N_AGENT_OPTS + PHX_DRIVER_NOPTS], 0, sizeof(*long_opts));
 }
 
 void phx_launch_usage(FILE *out)

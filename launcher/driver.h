@@ -49,9 +49,9 @@ enum {
 	PHX_DOPT_SRUN,
 };
 
-extern const struct option phx_driver_long_opts[];
-/* How many entries phx_driver_long_opts has (without the terminator). */
-extern const size_t phx_driver_nopts;
+/* The driver's entries of getopt's table (no terminator). */
+#define PHX_DRIVER_NOPTS 7
+extern const struct option phx_driver_long_opts[PHX_DRIVER_NOPTS];
 
 /* One driver option; 0, or -1 with the reason in err. */
 int phx_driver_parse_one(int c, const char *arg, struct phx_driver_opts *d, char *err,

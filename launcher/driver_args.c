@@ -9,7 +9,7 @@
 #include "common/log.h"
 #include "launcher/driver.h"
 
-const struct option phx_driver_long_opts[] = {
+const struct option phx_driver_long_opts[PHX_DRIVER_NOPTS] = {
 	{ "spares", required_argument, NULL, PHX_DOPT_SPARES },
 	{ "elastic", no_argument, NULL, PHX_DOPT_ELASTIC },
 	{ "max-relaunches", required_argument, NULL, PHX_DOPT_RELAUNCHES },
@@ -18,8 +18,6 @@ const struct option phx_driver_long_opts[] = {
 	{ "no-drain-bad-nodes", no_argument, NULL, PHX_DOPT_NO_DRAIN },
 	{ "srun", required_argument, NULL, PHX_DOPT_SRUN },
 };
-
-const size_t phx_driver_nopts = sizeof(phx_driver_long_opts) / sizeof(phx_driver_long_opts[0]);
 
 void phx_driver_defaults(struct phx_driver_opts *d)
 {
@@ -96,7 +94,7 @@ static int driver_opt(const char *s)
 		return -1;
 	s += 2;
 	len = strcspn(s, "=");
-	for (size_t i = 0; i < phx_driver_nopts; i++) {
+	for (size_t i = 0; i < PHX_DRIVER_NOPTS; i++) {
 		if (strlen(phx_driver_long_opts[i].name) == len &&
 		    !strncmp(phx_driver_long_opts[i].name, s, len))
 			return (int)i;
