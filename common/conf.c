@@ -134,6 +134,14 @@ static const struct conf_key keys[] = {
 	  "seconds without a heartbeat before ranks count as hung" },
 	{ "launcher.max_restarts", K_INT, OFF(launcher.max_restarts), 0, 1000, NULL, "3", 0,
 	  "in-job restarts before the launcher gives up" },
+	{ "launcher.spares", K_INT, OFF(launcher.spares), 0, 100000, NULL, "0", 0,
+	  "nodes of an allocation the driver holds back for relaunches" },
+	{ "launcher.max_relaunches", K_INT, OFF(launcher.max_relaunches), 0, 1000, NULL, "3", 0,
+	  "relaunches of a step by the driver before it gives up" },
+	{ "launcher.same_failure_limit", K_INT, OFF(launcher.same_failure_limit), 1, 1000, NULL,
+	  "2", 0, "the same worker failure this many times in a row is not retried" },
+	{ "launcher.drain_bad_nodes", K_BOOL, OFF(launcher.drain_bad_nodes), 0, 0, NULL, "false", 0,
+	  "the driver drains nodes it found bad (Slurm operator rights)" },
 	{ "check.gemm_tflops_min", K_INT, OFF(check.gemm_tflops_min), 0, 1000000, NULL, "0", 0,
 	  "lowest GEMM TFLOP/s of a GPU; 0 = only against the median" },
 	{ "check.copy_gbps_min", K_INT, OFF(check.copy_gbps_min), 0, 100000, NULL, "0", 0,
@@ -153,7 +161,7 @@ static const struct conf_key keys[] = {
 	{ "check.gemm_size", K_INT, OFF(check.gemm_size), 256, 32768, NULL, "8192", 0,
 	  "order of the square matrices multiplied" },
 	{ "check.nccl_mib", K_INT, OFF(check.nccl_mib), 1, 16384, NULL, "256", 0,
-	  "MiB each GPU all-reduces per NCCL iteration" },
+	  "MiB each GPU all-reduces per NCCL iteration" }, \
 	/* Read by common/fabric.c from the same tree; described in phalanx-plan(1). */
 	{ "fabric", K_SKIP, 0, 0, 0, NULL, NULL, 0, "fabric description" },
 };

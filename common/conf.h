@@ -72,6 +72,10 @@ struct phx_conf {
 	struct {
 		int hang_timeout_s;
 		int max_restarts;
+		int spares; /* driver mode */
+		int max_relaunches;
+		int same_failure_limit;
+		bool drain_bad_nodes;
 	} launcher;
 	struct {
 		int gemm_tflops_min; /* 0 = only relative to the median */

@@ -18,6 +18,7 @@
 #include "common/rankmap.h"
 #include "common/topo.h"
 #include "common/torchenv.h"
+#include "launcher/driver.h"
 
 /* Exit codes of phalanx-launch; see phalanx-launch(1). */
 enum phx_launch_exit {
@@ -45,6 +46,7 @@ struct phx_launch_opts {
 	const char *config; /* NULL: the default phalanx.yaml when present */
 	char **argv; /* the worker command */
 	int argc;
+	struct phx_driver_opts driver; /* driver mode only */
 };
 
 /* 0: run; 1: --help or --version was asked (printed to out); -1: err says why. */

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "launcher/agent.h"
+#include "launcher/driver.h"
 
 enum {
 	OPT_AGENT = 0x100,
@@ -28,7 +29,7 @@ enum {
 	OPT_VERSION,
 };
 
-static const struct option long_opts[] = {
+static const struct option agent_opts[] = {
 	{ "agent", no_argument, NULL, OPT_AGENT },
 	{ "nproc-per-node", required_argument, NULL, OPT_NPROC },
 	{ "layout", required_argument, NULL, OPT_LAYOUT },
@@ -43,13 +44,24 @@ static const struct option long_opts[] = {
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
-	{ NULL, 0, NULL, 0 },
 };
+
+#define N_AGENT_OPTS (sizeof(agent_opts) / sizeof(agent_opts[0]))
+/* The agent's and the driver's options, one getopt table. */
+static struct option long_opts[N_AGENT_OPTS + PHX_DRIVER_NOPTS + 1];
+
+static void build_table(void)
+{
+	memcpy(long_opts, agent_opts, sizeof(agent_opts));
+	memcpy(long_opts + N_AGENT_OPTS, phx_driver_long_opts, sizeof(phx_driver_long_opts));
+	memset(&long_opts[N_AGENT_OPTS + PHX_DRIVER_NOPTS], 0, sizeof(*long_opts));
+}
 
 void phx_launch_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: srun --mpi=pmix --ntasks-per-node=1 phalanx-launch --agent [OPTIONS] -- "
+		"usage: phalanx-launch [OPTIONS] -- COMMAND [ARGS]   (in a batch script)\n"
+		"       srun --mpi=pmix --ntasks-per-node=1 phalanx-launch --agent [OPTIONS] -- "
 		"COMMAND [ARGS]\n\n"
 		"  --agent                 run as the agent of this node (inside a step)\n"
 		"  --nproc-per-node N      workers per node (default: one per GPU, at least 1)\n"
@@ -62,9 +74,10 @@ void phx_launch_usage(FILE *out)
 		"  --evidence-timeout S    per tool when capturing a hung worker (default 20)\n"
 		"  --log-dir DIR           per-rank log files and error files\n"
 		"  --run-id ID             TORCHELASTIC_RUN_ID (default JOBID.STEPID)\n"
-		"  --config FILE           phalanx.yaml (default %s)\n\n"
-		"See phalanx-launch(1).\n",
+		"  --config FILE           phalanx.yaml (default %s)\n",
 		PHX_CONF_DEFAULT_PATH);
+	phx_driver_usage(out);
+	fprintf(out, "\nSee phalanx-launch(1).\n");
 }
 
 static int parse_int(const char *opt, const char *s, long min, long max, int *out, char *err,
@@ -84,6 +97,7 @@ static int parse_int(const char *opt, const char *s, long min, long max, int *ou
 static void defaults(struct phx_launch_opts *o)
 {
 	memset(o, 0, sizeof(*o));
+	phx_driver_defaults(&o->driver);
 	o->place = PHX_PLACE_TOPO;
 	o->hang_timeout_s = -1;
 	o->max_restarts = -1;
@@ -137,6 +151,8 @@ static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *er
 		o->config = arg;
 		return 0;
 	}
+	if (c >= PHX_DOPT_SPARES)
+		return phx_driver_parse_one(c, arg, &o->driver, err, errlen);
 	return phx_errf(err, errlen, "unknown option; run 'phalanx-launch --help'");
 }
 
@@ -145,6 +161,7 @@ int phx_launch_parse(int argc, char **argv, struct phx_launch_opts *o, char *err
 	int c;
 
 	defaults(o);
+	build_table();
 	optind = 0; /* GNU: a fresh scan, also when called again */
 	opterr = 0;
 	/* '+': the worker command's own options are not ours. */
@@ -173,11 +190,11 @@ int phx_launch_parse(int argc, char **argv, struct phx_launch_opts *o, char *err
 	}
 	o->argv = argv + optind;
 	o->argc = argc - optind;
-	if (!o->agent)
+	if (o->agent && o->driver.any)
 		return phx_errf(err, errlen,
-				"only agent mode exists so far: run "
-				"'srun --mpi=pmix --ntasks-per-node=1 phalanx-launch --agent -- "
-				"COMMAND' inside an allocation");
+				"--spares, --elastic, --max-relaunches, --same-failure-limit, "
+				"--[no-]drain-bad-nodes and --srun are for the driver (without "
+				"--agent), not for an agent");
 	if (o->argc < 1)
 		return phx_errf(err, errlen,
 				"no command to run; put it after '--', e.g. "

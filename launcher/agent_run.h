@@ -90,6 +90,9 @@ void phx_agent_forward(struct phx_agent *a, int sig);
 /* Hang evidence of a worker, printed before it is killed. */
 void phx_agent_evidence(struct phx_agent *a, const struct phx_worker *w);
 
+/* The driver's result line on stderr (driver.h), msg: the error file's message or "". */
+void phx_agent_print_result(struct phx_agent *a, const struct phx_report *r, const char *msg);
+
 /* The supervision loop with the agreement rounds. The exit code. */
 int phx_agent_supervise(struct phx_agent *a);
 

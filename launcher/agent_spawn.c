@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -234,11 +235,15 @@ int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extr
 
 /* Between fork and exec: async-signal-safe calls only. */
 static void __attribute__((noreturn))
-child(struct phx_agent *a, int out, int err, const struct phx_binding *b, char **envp)
+child(struct phx_agent *a, int out, int err, const struct phx_binding *b, char **envp, pid_t agent)
 {
 	sigset_t none;
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
+	/* A worker dies with its agent (killed, OOM): none trains on as an orphan. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != agent)
+		_exit(127);
 	setpgid(0, 0);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -283,7 +288,7 @@ static int spawn_one(struct phx_agent *a, struct phx_worker *w, struct phx_worke
 	struct phx_envv env;
 	struct phx_binding b;
 	int out[2] = { -1, -1 }, err[2] = { -1, -1 };
-	pid_t pid;
+	pid_t pid, agent;
 
 	if (phx_envv_from(&env, environ) < 0 || phx_worker_env(&env, ctx, w->slot, &b) < 0) {
 		phx_error("cannot build the environment of rank %lu", w->rank);
@@ -295,13 +300,14 @@ static int spawn_one(struct phx_agent *a, struct phx_worker *w, struct phx_worke
 		goto fail;
 	}
 	phx_hb_reset(a->hb, w->slot, 0);
+	agent = getpid();
 	pid = fork();
 	if (pid < 0) {
 		phx_error("cannot start rank %lu: fork: %s", w->rank, strerror(errno));
 		goto fail;
 	}
 	if (pid == 0)
-		child(a, out[1], err[1], &b, env.v);
+		child(a, out[1], err[1], &b, env.v, agent);
 	/* Both sides set the group, so no signal can find the worker outside it. */
 	setpgid(pid, pid);
 	phx_hb_reset(a->hb, w->slot, pid);

@@ -173,6 +173,7 @@ static void print_root_cause(struct phx_agent *a, const struct phx_report *r)
 	char path[4096], what[128], msg[4096], trace[16384];
 	char *text;
 
+	msg[0] = '\0';
 	phx_worker_error_file(&ctx, (unsigned long)r->fail_rank, path, sizeof(path));
 	phx_error("==== root cause (first observed failure) ====");
 	phx_error("rank %ld on %s %s", r->fail_rank, a->node,
@@ -192,6 +193,7 @@ static void print_root_cause(struct phx_agent *a, const struct phx_report *r)
 			  path);
 	}
 	phx_error("==== end of root cause ====");
+	phx_agent_print_result(a, r, msg);
 	free(text);
 }
 

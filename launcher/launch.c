@@ -240,7 +240,7 @@ int main(int argc, char **argv)
 	struct phx_launch_opts o;
 	struct phx_agent a = { .o = &o, .hb_fd = -1, .sig_fd = -1 };
 	char err[1024];
-	int rc;
+	int rc, mode;
 
 	rc = phx_launch_parse(argc, argv, &o, err, sizeof(err));
 	if (rc > 0)
@@ -249,10 +249,21 @@ int main(int argc, char **argv)
 		phx_error("%s", err);
 		return PHX_EXIT_USAGE;
 	}
+	mode = phx_launch_mode(o.agent, getenv("SLURM_JOB_ID"), getenv("SLURM_STEP_ID"), err,
+			       sizeof(err));
+	if (mode < 0) {
+		phx_error("%s", err);
+		return PHX_EXIT_USAGE;
+	}
 	if (load_conf(&o, &a.conf) < 0)
 		return PHX_EXIT_USAGE;
 	phx_log_set_level(a.conf.log_level);
 	phx_launch_apply_conf(&o, &a.conf);
+	if (mode == 1) {
+		rc = phx_driver_main(&o, &a.conf, argc, argv);
+		phx_conf_free(&a.conf);
+		return rc;
+	}
 	set_identity(&a);
 	if (setup_signals(&a) < 0) {
 		phx_error("cannot set up signal handling: %s", strerror(errno));

@@ -51,6 +51,10 @@ static const char *const all_keys[] = {
 	"checkpoint.keep",
 	"launcher.hang_timeout",
 	"launcher.max_restarts",
+	"launcher.spares",
+	"launcher.max_relaunches",
+	"launcher.same_failure_limit",
+	"launcher.drain_bad_nodes",
 	"check.gemm_tflops_min",
 	"check.copy_gbps_min",
 	"check.busbw_gbps_min",
@@ -60,7 +64,7 @@ static const char *const all_keys[] = {
 	"check.nccl_timeout",
 	"check.memtest_mib",
 	"check.gemm_size",
-	"check.nccl_mib",
+	"check.nccl_mib", \
 };
 
 static int load(const char *text, struct phx_conf *conf)
@@ -104,7 +108,11 @@ static void assert_defaults(const struct phx_conf *c)
 	assert_int_equal(c->launcher.max_restarts, 3);
 	assert_int_equal(c->check.slow_percent, 20);
 	assert_true(c->check.drain_slow);
-	assert_int_equal(c->check.nccl_timeout_s, 60);
+	assert_int_equal(c->check.nccl_timeout_s, 60); \
+	assert_int_equal(c->launcher.spares, 0);
+	assert_int_equal(c->launcher.max_relaunches, 3);
+	assert_int_equal(c->launcher.same_failure_limit, 2);
+	assert_false(c->launcher.drain_bad_nodes);
 }
 
 static void assert_same(const struct phx_conf *a, const struct phx_conf *b)

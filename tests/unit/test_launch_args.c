@@ -104,7 +104,7 @@ static void expect_error(char **argv, int argc, const char *needle)
 static void test_refusals(void **state)
 {
 	char *no_cmd[] = { "phalanx-launch", "--agent", NULL };
-	char *no_agent[] = { "phalanx-launch", "true", NULL };
+	char *agent_spares[] = { "phalanx-launch", "--agent", "--spares", "1", "true", NULL };
 	char *bad_n[] = { "phalanx-launch", "--agent", "--nproc-per-node", "0", "true", NULL };
 	char *bad_n2[] = { "phalanx-launch", "--agent", "--nproc-per-node", "2x", "true", NULL };
 	char *bad_place[] = { "phalanx-launch", "--agent", "--place", "off", "true", NULL };
@@ -114,7 +114,7 @@ static void test_refusals(void **state)
 	char *bad_id[] = { "phalanx-launch", "--agent", "--run-id", "a b", "true", NULL };
 
 	expect_error(no_cmd, NARGS(no_cmd), "no command");
-	expect_error(no_agent, NARGS(no_agent), "--agent");
+	expect_error(agent_spares, NARGS(agent_spares), "for the driver");
 	expect_error(bad_n, NARGS(bad_n), "--nproc-per-node '0'");
 	expect_error(bad_n2, NARGS(bad_n2), "--nproc-per-node '2x'");
 	expect_error(bad_place, NARGS(bad_place), "topo or block");

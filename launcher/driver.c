@@ -1,0 +1,597 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Driver mode: phalanx-launch in a batch script. Each attempt is one step,
+ *   srun --mpi=pmix --ntasks-per-node=1 -N M --nodelist=... phalanx-launch --agent ...
+ * on the first M healthy nodes of the allocation (the rest are spares).
+ * While it runs, Slurm's node states are polled (libslurm, cached by
+ * update time); a node of the step that goes DOWN, FAIL or not responding
+ * ends the step at once. When it ended, the cause decides (driver_plan.c):
+ * relaunch, shrink, requeue, or stop.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+
+#include "common/hostlist.h"
+#include "common/log.h"
+#include "launcher/agent.h"
+#include "launcher/driver.h"
+
+#define POLL_MS 1000 /* between looks at Slurm's node states */
+#define KILL_WAIT_MS 200 /* step killed: srun passes on what it has, then goes */
+
+struct driver {
+	struct phx_launch_opts *o;
+	int argc; /* the driver's arguments, without argv[0] */
+	char **argv;
+	uint32_t job_id;
+	struct phx_hostnames alloc;
+	struct phx_drv_state st;
+	bool drain;
+	const char *srun;
+	char self[PATH_MAX];
+	int sig_fd;
+	int stop_sig;
+	node_info_msg_t *nodes; /* the last node table, for update-time caching */
+};
+
+/* One attempt: srun and what it said. */
+struct step {
+	size_t *idx; /* allocation indices of its nodes */
+	size_t n;
+	pid_t pid;
+	int err_fd;
+	struct phx_linebuf lb;
+	struct phx_result result;
+	bool have_result;
+	char vanished[256]; /* a node whose agent was killed, "" */
+	unsigned new_bad;
+	bool killed; /* by the driver, for a bad node */
+	bool lost; /* srun reported an agent killed or a node failure */
+	int status;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static long alloc_index(const struct driver *dr, const char *name)
+{
+	for (size_t i = 0; i < dr->alloc.count; i++) {
+		if (!strcmp(dr->alloc.names[i], name))
+			return (long)i;
+	}
+	return -1;
+}
+
+static void drain_node(const char *node, const char *reason)
+{
+	update_node_msg_t m;
+	char why[512];
+
+	slurm_init_update_node_msg(&m);
+	snprintf(why, sizeof(why), "phalanx-launch: %s", reason);
+	m.node_names = (char *)node;
+	m.node_state = NODE_STATE_DRAIN;
+	m.reason = why;
+	m.reason_uid = getuid();
+	if (slurm_update_node(&m) != SLURM_SUCCESS)
+		phx_warn("cannot drain node %s: %s; it is only excluded from this job (draining "
+			 "needs Slurm operator rights)",
+			 node, slurm_strerror(slurm_get_errno()));
+	else
+		phx_info("drained node %s (%s)", node, reason);
+}
+
+/*
+ * The one place a node is found bad: it is excluded for the rest of the
+ * job, drained when asked to, and logged. This is also where the report
+ * to phalanx-ckptd joins, once that daemon exists, so it can drain the
+ * node with the site's rights.
+ */
+static void node_bad(struct driver *dr, struct step *s, size_t i, const char *reason)
+{
+	if (dr->st.bad[i])
+		return;
+	dr->st.bad[i] = true;
+	if (s)
+		s->new_bad++;
+	phx_warn("node %s is bad (%s): excluded for the rest of job %u", dr->alloc.names[i], reason,
+		 dr->job_id);
+	if (dr->drain)
+		drain_node(dr->alloc.names[i], reason);
+}
+
+/* Why a node is unusable, or NULL. stop: reasons that end a running step. */
+static const char *bad_state(uint32_t state, bool *stop)
+{
+	*stop = true;
+	if ((state & NODE_STATE_BASE) == NODE_STATE_DOWN)
+		return "Slurm marked it DOWN";
+	if ((state & NODE_STATE_BASE) == NODE_STATE_FUTURE)
+		return "Slurm lists it as FUTURE";
+	if (state & NODE_STATE_FAIL)
+		return "Slurm marked it FAIL";
+	if (state & NODE_STATE_NO_RESPOND)
+		return "its slurmd does not respond";
+	/* A drained node (a failed health check) finishes the step it runs. */
+	*stop = false;
+	if (state & NODE_STATE_DRAIN)
+		return "Slurm drains it";
+	return NULL;
+}
+
+/* Marks the allocation's nodes Slurm calls unusable; true when one of the step's must stop it. */
+static bool check_nodes(struct driver *dr, struct step *s)
+{
+	node_info_msg_t *msg = NULL;
+	time_t since = dr->nodes ? dr->nodes->last_update : 0;
+	bool stop_step = false;
+	int rc;
+
+	rc = slurm_load_node(since, &msg, SHOW_ALL);
+	if (rc == SLURM_SUCCESS) {
+		slurm_free_node_info_msg(dr->nodes);
+		dr->nodes = msg;
+	} else if (slurm_get_errno() != SLURM_NO_CHANGE_IN_DATA) {
+		phx_debug("slurm_load_node: %s", slurm_strerror(slurm_get_errno()));
+		return false;
+	}
+	for (uint32_t k = 0; dr->nodes && k < dr->nodes->record_count; k++) {
+		node_info_t *n = &dr->nodes->node_array[k];
+		const char *why;
+		bool stop;
+		long i;
+
+		if (!n->name || (i = alloc_index(dr, n->name)) < 0 || dr->st.bad[i])
+			continue;
+		why = bad_state(n->node_state, &stop);
+		if (!why)
+			continue;
+		node_bad(dr, s, (size_t)i, why);
+		for (size_t j = 0; s && stop && j < s->n; j++)
+			stop_step |= s->idx[j] == (size_t)i;
+	}
+	return stop_step;
+}
+
+static void on_line(void *arg, const char *line, size_t len)
+{
+	struct step *s = arg;
+	char node[256];
+	int kind;
+
+	/* srun's stderr is the driver's: passed on as it came. */
+	if (write(STDERR_FILENO, line, len) < 0 || write(STDERR_FILENO, "\n", 1) < 0)
+		return;
+	if (!strncmp(line, PHX_RESULT_PREFIX, sizeof(PHX_RESULT_PREFIX) - 1)) {
+		if (phx_result_parse(line, len, &s->result) == 0)
+			s->have_result = true;
+		return;
+	}
+	kind = phx_srun_line_parse(line, len, node, sizeof(node));
+	if ((kind == 2 && !s->vanished[0]) || kind == 1) {
+		snprintf(s->vanished, sizeof(s->vanished), "%s", node);
+		s->lost = true;
+	}
+}
+
+static void drain_pipe(struct step *s)
+{
+	char buf[16384];
+	ssize_t n;
+
+	while ((n = read(s->err_fd, buf, sizeof(buf))) > 0)
+		phx_linebuf_feed(&s->lb, buf, (size_t)n, on_line, s);
+	if (n == 0) {
+		phx_linebuf_flush(&s->lb, on_line, s);
+		close(s->err_fd);
+		s->err_fd = -1;
+	}
+}
+
+static char *node_list(const struct driver *dr, const size_t *idx, size_t n)
+{
+	char **names = calloc(n ? n : 1, sizeof(*names)), err[256], *list;
+
+	if (!names)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		names[i] = dr->alloc.names[idx[i]];
+	list = phx_hostlist_compress(names, n, err, sizeof(err));
+	if (!list)
+		phx_error("cannot write the node list: %s", err);
+	free(names);
+	return list;
+}
+
+static void exec_srun(struct driver *dr, const char *list, size_t n, int err_w)
+{
+	char nodes[32], nodelist[PATH_MAX + 16], **agent, **av;
+	int an, k = 0;
+
+	snprintf(nodes, sizeof(nodes), "%zu", n);
+	snprintf(nodelist, sizeof(nodelist), "--nodelist=%s", list);
+	agent = phx_driver_agent_args(dr->argc, dr->argv,
+				      dr->st.layout_now[0] ? dr->st.layout_now : NULL, &an);
+	av = calloc((size_t)an + 16, sizeof(*av));
+	if (!agent || !av)
+		_exit(127);
+	av[k++] = (char *)dr->srun;
+	av[k++] = "--mpi=pmix";
+	av[k++] = "--ntasks-per-node=1";
+	av[k++] = "-N";
+	av[k++] = nodes;
+	av[k++] = "-n";
+	av[k++] = nodes;
+	av[k++] = nodelist;
+	/* A step that lost a node may hold its CPUs until Slurm hears of it. */
+	av[k++] = "--overlap";
+	av[k++] = dr->self;
+	av[k++] = "--agent";
+	for (int i = 0; i < an; i++)
+		av[k++] = agent[i];
+	av[k] = NULL;
+	dup2(err_w, STDERR_FILENO);
+	execvp(av[0], av);
+	fprintf(stderr,
+		"phalanx: cannot run %s: %s; is Slurm's srun installed and on PATH (or "
+		"give --srun)?\n",
+		av[0], strerror(errno));
+	_exit(127);
+}
+
+static int start_step(struct driver *dr, struct step *s)
+{
+	char *list = node_list(dr, s->idx, s->n);
+	sigset_t none;
+	int p[2];
+
+	if (!list || pipe2(p, O_CLOEXEC) < 0) {
+		free(list);
+		return -1;
+	}
+	phx_info("starting the step on %zu node(s) %s (%zu spare, %zu excluded)%s%s", s->n, list,
+		 phx_drv_healthy(dr->st.bad, dr->alloc.count) - s->n,
+		 dr->alloc.count - phx_drv_healthy(dr->st.bad, dr->alloc.count),
+		 dr->st.layout_now[0] ? ", layout " : "", dr->st.layout_now);
+	s->pid = fork();
+	if (s->pid == 0) {
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		exec_srun(dr, list, s->n, p[1]);
+	}
+	free(list);
+	close(p[1]);
+	if (s->pid < 0) {
+		close(p[0]);
+		phx_error("cannot start srun: %s", strerror(errno));
+		return -1;
+	}
+	s->err_fd = p[0];
+	fcntl(s->err_fd, F_SETFL, O_NONBLOCK);
+	return 0;
+}
+
+/* The step srun started, by srun's PID on this host; NO_VAL when not found. */
+static uint32_t find_step(const struct driver *dr, pid_t srun)
+{
+	job_step_info_response_msg_t *resp = NULL;
+	uint32_t id = NO_VAL;
+
+	if (slurm_get_job_steps(0, dr->job_id, NO_VAL, &resp, SHOW_ALL) != SLURM_SUCCESS)
+		return NO_VAL;
+	for (uint32_t i = 0; i < resp->job_step_count; i++) {
+		if (resp->job_steps[i].srun_pid == (uint32_t)srun)
+			id = resp->job_steps[i].step_id.step_id;
+	}
+	slurm_free_job_step_info_response_msg(resp);
+	return id;
+}
+
+static void kill_step(struct driver *dr, struct step *s)
+{
+	uint32_t id = find_step(dr, s->pid);
+
+	s->killed = true;
+	if (id != NO_VAL && slurm_kill_job_step(dr->job_id, id, SIGKILL) != SLURM_SUCCESS)
+		phx_warn("cannot kill step %u.%u: %s", dr->job_id, id,
+			 slurm_strerror(slurm_get_errno()));
+	phx_info("stopped step %u.%u after a node failure", dr->job_id, id);
+}
+
+static void handle_signals(struct driver *dr, struct step *s, bool *child)
+{
+	struct signalfd_siginfo si;
+
+	while (read(dr->sig_fd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD) {
+			*child = true;
+			continue;
+		}
+		/* TERM, INT: srun passes them to the agents, which stop the workers. */
+		dr->stop_sig = (int)si.ssi_signo;
+		kill(s->pid, (int)si.ssi_signo);
+	}
+}
+
+static int reap(struct step *s)
+{
+	int st;
+
+	if (waitpid(s->pid, &st, WNOHANG) != s->pid)
+		return 0;
+	s->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return 1;
+}
+
+/*
+ * srun's own report of a lost agent counts when Slurm names no bad node:
+ * when Slurm ends a step for a node failure, the agents of the healthy
+ * nodes are killed too, and Slurm's view says which node it was.
+ */
+static void srun_report(struct driver *dr, struct step *s)
+{
+	long i;
+
+	if (s->new_bad || s->killed || dr->stop_sig || !s->vanished[0] || s->have_result)
+		return;
+	i = alloc_index(dr, s->vanished);
+	if (i >= 0)
+		node_bad(dr, s, (size_t)i, "srun reported its agent killed or the node failed");
+}
+
+/* Until srun exits: its output, signals, node states. */
+static void watch(struct driver *dr, struct step *s)
+{
+	uint64_t next_poll = 0, kill_at = 0;
+	bool gone = false;
+
+	while (!gone) {
+		struct pollfd pf[2] = { { dr->sig_fd, POLLIN, 0 }, { s->err_fd, POLLIN, 0 } };
+		uint64_t now;
+		bool child = false;
+
+		poll(pf, s->err_fd >= 0 ? 2 : 1, 200);
+		if (pf[0].revents)
+			handle_signals(dr, s, &child);
+		if (s->err_fd >= 0 && pf[1].revents)
+			drain_pipe(s);
+		gone = reap(s);
+		if (gone)
+			break;
+		now = now_ms();
+		if (kill_at && now >= kill_at) {
+			phx_debug("srun did not end after its step was killed; killing srun");
+			kill(s->pid, SIGKILL);
+			kill_at = 0;
+		}
+		if (!s->killed && !dr->stop_sig && (now >= next_poll || s->lost)) {
+			bool stop = check_nodes(dr, s);
+
+			next_poll = now + POLL_MS;
+			if (s->lost && !stop) {
+				srun_report(dr, s);
+				stop = s->new_bad > 0;
+			}
+			s->lost = false;
+			if (stop) {
+				kill_step(dr, s);
+				kill_at = now + KILL_WAIT_MS;
+			}
+		}
+	}
+	if (s->err_fd >= 0) {
+		fcntl(s->err_fd, F_SETFL, 0);
+		drain_pipe(s);
+	}
+}
+
+static int requeue(struct driver *dr, const char *why)
+{
+	char *bad = NULL, **names = calloc(dr->alloc.count, sizeof(*names)), err[256];
+	size_t nb = 0;
+
+	phx_error("requeueing job %u: %s", dr->job_id, why);
+	for (size_t i = 0; names && i < dr->alloc.count; i++) {
+		if (dr->st.bad[i])
+			names[nb++] = dr->alloc.names[i];
+	}
+	if (nb)
+		bad = phx_hostlist_compress(names, nb, err, sizeof(err));
+	free(names);
+	if (slurm_requeue(dr->job_id, 0) != SLURM_SUCCESS) {
+		phx_error("Slurm refused to requeue job %u: %s; exiting with %d, which requeues it "
+			  "where slurm.conf has RequeueExit=%d",
+			  dr->job_id, slurm_strerror(slurm_get_errno()), PHX_EXIT_REQUEUE,
+			  PHX_EXIT_REQUEUE);
+		free(bad);
+		return PHX_EXIT_REQUEUE;
+	}
+	/*
+	 * Once pending, the job may start at once (a requeue otherwise waits
+	 * about two minutes) and avoids the bad nodes.
+	 */
+	for (int t = 0; t < 50; t++) {
+		job_desc_msg_t jd;
+
+		slurm_init_job_desc_msg(&jd);
+		jd.job_id = dr->job_id;
+		jd.begin_time = time(NULL);
+		jd.exc_nodes = bad;
+		if (slurm_update_job(&jd) == SLURM_SUCCESS) {
+			phx_info("job %u requeued%s%s", dr->job_id, bad ? ", excluding " : "",
+				 bad ? bad : "");
+			break;
+		}
+		usleep(100000);
+	}
+	free(bad);
+	return PHX_EXIT_REQUEUE;
+}
+
+static int finish(struct driver *dr, const struct phx_drv_decision *d)
+{
+	switch (d->action) {
+	case PHX_DRV_DONE:
+		phx_info("the job finished (%u relaunch(es))", dr->st.relaunches);
+		return PHX_EXIT_OK;
+	case PHX_DRV_REPEATED:
+		phx_error("stopping: %s", d->why);
+		return d->exit_code;
+	case PHX_DRV_REQUEUE:
+		return requeue(dr, d->why);
+	case PHX_DRV_STOP:
+		phx_error("stopping: %s", d->why);
+		return d->exit_code ? d->exit_code : PHX_EXIT_WORKERS;
+	case PHX_DRV_RELAUNCH:
+		break;
+	}
+	return -1;
+}
+
+static int run(struct driver *dr)
+{
+	struct phx_drv_decision d;
+	struct step s;
+	int rc;
+
+	check_nodes(dr, NULL);
+	phx_drv_fit(&dr->st, &d);
+	if (d.action != PHX_DRV_RELAUNCH)
+		return finish(dr, &d);
+	for (;;) {
+		struct phx_drv_outcome out = { 0 };
+
+		memset(&s, 0, sizeof(s));
+		s.err_fd = -1;
+		s.idx = calloc(dr->st.want, sizeof(*s.idx));
+		if (!s.idx)
+			return PHX_EXIT_SETUP;
+		s.n = phx_drv_pick(dr->st.bad, dr->alloc.count, dr->st.want, s.idx);
+		if (start_step(dr, &s) < 0) {
+			free(s.idx);
+			return PHX_EXIT_SETUP;
+		}
+		watch(dr, &s);
+		/* After srun: Slurm's view once more, then srun's own reports. */
+		check_nodes(dr, &s);
+		srun_report(dr, &s);
+		free(s.idx);
+		out.status = s.status;
+		out.new_bad = s.new_bad;
+		out.stopped = dr->stop_sig != 0;
+		out.result = s.have_result ? &s.result : NULL;
+		if (out.stopped)
+			out.status = 128 + dr->stop_sig;
+		phx_drv_decide(&dr->st, &out, &d);
+		rc = finish(dr, &d);
+		if (rc >= 0)
+			return rc;
+		phx_warn("relaunching (%u of %u): %s", dr->st.relaunches, dr->st.max_relaunches,
+			 d.why);
+	}
+}
+
+static int setup(struct driver *dr, const struct phx_conf *conf)
+{
+	const char *list = getenv("SLURM_JOB_NODELIST"), *id = getenv("SLURM_JOB_ID");
+	struct phx_launch_opts *o = dr->o;
+	char err[1024];
+	ssize_t n;
+	int spares = o->driver.spares >= 0 ? o->driver.spares : conf->launcher.spares;
+
+	if (!list || phx_hostlist_expand(list, &dr->alloc, err, sizeof(err)) < 0) {
+		phx_error("cannot read the allocation's nodes from SLURM_JOB_NODELIST '%s': %s",
+			  list ? list : "", list ? err : "not set");
+		return PHX_EXIT_USAGE;
+	}
+	if ((size_t)spares >= dr->alloc.count) {
+		phx_error("--spares %d leaves no node to run on: the allocation has %zu node(s); "
+			  "ask sbatch for more nodes (-N) or hold fewer spares",
+			  spares, dr->alloc.count);
+		return PHX_EXIT_USAGE;
+	}
+	dr->job_id = (uint32_t)strtoul(id, NULL, 10);
+	dr->st.nalloc = dr->alloc.count;
+	dr->st.bad = calloc(dr->alloc.count, sizeof(*dr->st.bad));
+	if (!dr->st.bad)
+		return PHX_EXIT_SETUP;
+	dr->st.want = (unsigned)(dr->alloc.count - (size_t)spares);
+	dr->st.nproc = o->nproc_per_node ? o->nproc_per_node
+					 : phx_cuda_count(getenv("CUDA_VISIBLE_DEVICES"));
+	if (!dr->st.nproc)
+		dr->st.nproc = 1;
+	dr->st.layout = o->layout;
+	dr->st.elastic = o->driver.elastic;
+	dr->st.max_relaunches =
+		(unsigned)(o->driver.max_relaunches >= 0 ? o->driver.max_relaunches
+							 : conf->launcher.max_relaunches);
+	dr->st.same_limit =
+		(unsigned)(o->driver.same_failure_limit >= 0 ? o->driver.same_failure_limit
+							     : conf->launcher.same_failure_limit);
+	dr->drain = o->driver.drain >= 0 ? o->driver.drain : conf->launcher.drain_bad_nodes;
+	dr->srun = o->driver.srun ? o->driver.srun : "srun";
+	n = readlink("/proc/self/exe", dr->self, sizeof(dr->self) - 1);
+	if (n <= 0) {
+		phx_error("cannot find this program's own path: %s", strerror(errno));
+		return PHX_EXIT_SETUP;
+	}
+	dr->self[n] = '\0';
+	return 0;
+}
+
+static int setup_signals(struct driver *dr)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -1;
+	signal(SIGPIPE, SIG_IGN);
+	dr->sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	return dr->sig_fd < 0 ? -1 : 0;
+}
+
+int phx_driver_main(struct phx_launch_opts *o, const struct phx_conf *conf, int argc, char **argv)
+{
+	struct driver dr = { .o = o, .argc = argc - 1, .argv = argv + 1, .sig_fd = -1 };
+	int rc;
+
+	slurm_init(NULL);
+	rc = setup(&dr, conf);
+	if (!rc && setup_signals(&dr) < 0) {
+		phx_error("cannot set up signal handling: %s", strerror(errno));
+		rc = PHX_EXIT_SETUP;
+	}
+	if (!rc)
+		rc = run(&dr);
+	if (dr.sig_fd >= 0)
+		close(dr.sig_fd);
+	slurm_free_node_info_msg(dr.nodes);
+	free(dr.st.bad);
+	phx_hostnames_free(&dr.alloc);
+	slurm_fini();
+	return rc;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The driver reads every line of srun's stderr: the agents' result line
+ * and srun's own reports come from other processes and other nodes. Any
+ * bytes must parse or be refused, and a parsed result must format to a
+ * line that parses back the same.
+ */
+/* fuzz-sources: launcher/driver_result.c */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launcher/driver.h"
+#include "tests/fuzz/fuzz.h"
+
+const char phx_fuzz_corpus_name[] = "result";
+
+static void check(int ok, const char *what)
+{
+	if (ok)
+		return;
+	fprintf(stderr, "phalanx: fuzz: %s\n", what);
+	abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct phx_result r, back;
+	char line[4096], node[64];
+	int n;
+
+	if (phx_result_parse((const char *)data, size, &r) == 0) {
+		n = phx_result_format(&r, line, sizeof(line));
+		check(n > 0 && (size_t)n < sizeof(line), "formatted line too long");
+		check(phx_result_parse(line, (size_t)n, &back) == 0, "formatted line refused");
+		check(back.rank == r.rank && back.kind == r.kind && back.code == r.code &&
+			      back.step == r.step && back.restarts == r.restarts,
+		      "numbers round trip");
+		check(!strcmp(back.node, r.node) && !strcmp(back.msg, r.msg), "text round trip");
+	}
+	n = phx_srun_line_parse((const char *)data, size, node, sizeof(node));
+	check(n >= 0 && n <= 2, "srun line kind");
+	if (n)
+		check(strlen(node) < sizeof(node) && node[0], "srun line node");
+	return 0;
+}

@@ -1,0 +1,406 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Driver mode's pure parts: its options and the agents' command line, the
+ * mode, the result line, srun's reports, node choice, elastic layouts,
+ * failure signatures and the decision after a step.
+ */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "launcher/agent.h"
+#include "launcher/driver.h"
+
+#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])) - 1)
+
+static void test_driver_options(void **state)
+{
+	char *argv[] = { "phalanx-launch",
+			 "--spares",
+			 "2",
+			 "--elastic",
+			 "--max-relaunches=5",
+			 "--same-failure-limit",
+			 "3",
+			 "--drain-bad-nodes",
+			 "--nproc-per-node",
+			 "2",
+			 "--",
+			 "python",
+			 "t.py",
+			 "--spares",
+			 "9",
+			 NULL };
+	struct phx_launch_opts o;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(phx_launch_parse(NARGS(argv), argv, &o, err, sizeof(err)), 0);
+	assert_false(o.agent);
+	assert_true(o.driver.any);
+	assert_int_equal(o.driver.spares, 2);
+	assert_true(o.driver.elastic);
+	assert_int_equal(o.driver.max_relaunches, 5);
+	assert_int_equal(o.driver.same_failure_limit, 3);
+	assert_int_equal(o.driver.drain, 1);
+	assert_int_equal(o.nproc_per_node, 2);
+	assert_int_equal(o.argc, 4);
+	assert_string_equal(o.argv[0], "python");
+}
+
+static void test_driver_defaults_and_refusals(void **state)
+{
+	char *plain[] = { "phalanx-launch", "--", "true", NULL };
+	char *zero_k[] = { "phalanx-launch", "--same-failure-limit", "0", "true", NULL };
+	char *neg[] = { "phalanx-launch", "--spares", "-1", "true", NULL };
+	struct phx_launch_opts o;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(phx_launch_parse(NARGS(plain), plain, &o, err, sizeof(err)), 0);
+	assert_false(o.driver.any);
+	assert_int_equal(o.driver.spares, -1);
+	assert_int_equal(o.driver.drain, -1);
+	assert_int_equal(phx_launch_parse(NARGS(zero_k), zero_k, &o, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "--same-failure-limit '0'"));
+	assert_int_equal(phx_launch_parse(NARGS(neg), neg, &o, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "--spares '-1'"));
+}
+
+static void test_agent_args(void **state)
+{
+	char *argv[] = { "--spares", "1",	  "--nproc-per-node",	"2",	  "--elastic",
+			 "--layout", "tp=2,dp=*", "--max-relaunches=4", "--srun", "/x/srun",
+			 "--",	     "python",	  "--spares",		"3",	  NULL };
+	char **v;
+	int n;
+
+	(void)state;
+	v = phx_driver_agent_args(NARGS(argv), argv, NULL, &n);
+	assert_non_null(v);
+	assert_int_equal(n, 8);
+	assert_string_equal(v[0], "--nproc-per-node");
+	assert_string_equal(v[2], "--layout");
+	assert_string_equal(v[3], "tp=2,dp=*");
+	assert_string_equal(v[4], "--");
+	/* The command's own words are the command's. */
+	assert_string_equal(v[6], "--spares");
+	assert_string_equal(v[7], "3");
+	assert_null(v[8]);
+	free(v);
+	v = phx_driver_agent_args(NARGS(argv), argv, "tp=2,dp=3", &n);
+	assert_non_null(v);
+	assert_int_equal(n, 8);
+	assert_string_equal(v[0], "--layout");
+	assert_string_equal(v[1], "tp=2,dp=3");
+	assert_string_equal(v[2], "--nproc-per-node");
+	assert_string_equal(v[4], "--");
+	free(v);
+}
+
+static void test_mode(void **state)
+{
+	char err[512];
+
+	(void)state;
+	assert_int_equal(phx_launch_mode(true, NULL, NULL, err, sizeof(err)), 0);
+	assert_int_equal(phx_launch_mode(false, "12", NULL, err, sizeof(err)), 1);
+	assert_int_equal(phx_launch_mode(false, "12", "", err, sizeof(err)), 1);
+	assert_int_equal(phx_launch_mode(false, "12", "0", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "--agent"));
+	assert_int_equal(phx_launch_mode(false, NULL, NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "SLURM_JOB_ID"));
+}
+
+static void test_result_round_trip(void **state)
+{
+	struct phx_result r = { .rank = 5, .kind = 1, .code = 1, .step = 42, .restarts = 2 }, b;
+	char line[4096];
+	int n;
+
+	(void)state;
+	snprintf(r.node, sizeof(r.node), "gpu-a17");
+	snprintf(r.msg, sizeof(r.msg), "ValueError: bad 100%% input\tat x");
+	n = phx_result_format(&r, line, sizeof(line));
+	assert_true(n > 0 && (size_t)n < sizeof(line));
+	assert_int_equal(line[n - 1], '\n');
+	assert_null(strchr(line, '\t'));
+	assert_int_equal(phx_result_parse(line, (size_t)n, &b), 0);
+	assert_int_equal(b.rank, 5);
+	assert_int_equal(b.kind, 1);
+	assert_int_equal(b.code, 1);
+	assert_int_equal(b.step, 42);
+	assert_int_equal(b.restarts, 2);
+	assert_string_equal(b.node, "gpu-a17");
+	assert_string_equal(b.msg, r.msg);
+	/* Empty message. */
+	r.msg[0] = '\0';
+	n = phx_result_format(&r, line, sizeof(line));
+	assert_int_equal(phx_result_parse(line, (size_t)n, &b), 0);
+	assert_string_equal(b.msg, "");
+}
+
+static void test_result_refusals(void **state)
+{
+	static const char *const bad[] = {
+		"phalanx: result 2 workers-failed rank=1 node=n kind=1 code=1 step=1 restarts=0 "
+		"msg=x",
+		"phalanx: result 1 workers-failed rank=1 node=n kind=1 code=1 step=1 restarts=0",
+		"phalanx: result 1 workers-failed rank=1 node=n kind=1 code=1 step=1 restarts=0 "
+		"msg=x msg=y",
+		"phalanx: result 1 workers-failed rank=1 node=n kind=1 code=1 step=1 restarts=0 "
+		"msg=%4",
+		"phalanx: result 1 workers-failed rank=1 node=n kind=1 code=1 step=1 restarts=0 "
+		"msg=%00",
+		"phalanx: result 1 workers-failed rank=x node=n kind=1 code=1 step=1 restarts=0 "
+		"msg=a",
+		"phalanx: result 1 workers-failed rank=1 node=n kind=1 code=1 step=-1 restarts=0 "
+		"msg=a",
+		"phalanx: result 1 workers-failed rank=1 node=n kind=1 code=1 step=1 restarts=0 "
+		"msg=a extra=1",
+		"phalanx: result 1 workers-failed  rank=1 node=n kind=1 code=1 step=1 restarts=0 "
+		"msg=a",
+		"phalanx: result 1 workers-failed rank=1 node= kind=1 code=1 step=1 restarts=0 "
+		"msg=a",
+		"phalanx: info: starting",
+		"",
+	};
+	struct phx_result r;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (phx_result_parse(bad[i], strlen(bad[i]), &r) == 0)
+			fail_msg("accepted '%s'", bad[i]);
+	}
+}
+
+static void test_srun_lines(void **state)
+{
+	char node[64];
+	static const char *const other[] = {
+		"srun: error: node2: task 1: Exited with exit code 1",
+		"srun: error: node2: tasks 0-3: Exited with exit code 143",
+		"srun: Job step aborted: Waiting up to 7 seconds for job step to finish.",
+		"srun: error: Node failure on ",
+		"srun: error: : task 1: Killed",
+		"[rank 0] srun: error: node2: task 1: Killed",
+		"srun: error: no\tde2: task 1: Killed",
+	};
+
+	(void)state;
+	assert_int_equal(
+		phx_srun_line_parse("srun: error: Node failure on node3", 34, node, sizeof(node)),
+		1);
+	assert_string_equal(node, "node3");
+	assert_int_equal(
+		phx_srun_line_parse("srun: error: node4: task 3: Killed\n", 35, node, sizeof(node)),
+		2);
+	assert_string_equal(node, "node4");
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+		if (phx_srun_line_parse(other[i], strlen(other[i]), node, sizeof(node)) != 0)
+			fail_msg("took '%s' for a lost node", other[i]);
+	}
+}
+
+static void test_pick(void **state)
+{
+	bool bad[6] = { false, true, false, false, true, false };
+	size_t idx[6];
+
+	(void)state;
+	assert_int_equal(phx_drv_pick(bad, 6, 3, idx), 3);
+	assert_int_equal(idx[0], 0);
+	assert_int_equal(idx[1], 2);
+	assert_int_equal(idx[2], 3);
+	assert_int_equal(phx_drv_pick(bad, 6, 5, idx), 4);
+	assert_int_equal(idx[3], 5);
+	assert_int_equal(phx_drv_healthy(bad, 6), 4);
+}
+
+static void test_elastic(void **state)
+{
+	char spec[256], err[256];
+
+	(void)state;
+	assert_int_equal(phx_drv_elastic(NULL, 3, 2, spec, sizeof(spec), err, sizeof(err)), 3);
+	assert_non_null(strstr(spec, "dp=6"));
+	/* tp=4 over 2 workers a node: only an even node count fits. */
+	assert_int_equal(phx_drv_elastic("tp=4,dp=2", 3, 2, spec, sizeof(spec), err, sizeof(err)),
+			 2);
+	assert_non_null(strstr(spec, "tp=4"));
+	assert_non_null(strstr(spec, "dp=1"));
+	assert_int_equal(phx_drv_elastic("tp=8,dp=*", 3, 2, spec, sizeof(spec), err, sizeof(err)),
+			 0);
+	assert_non_null(strstr(err, "no data-parallel degree"));
+	assert_int_equal(phx_drv_elastic("tp=*,dp=2", 3, 2, spec, sizeof(spec), err, sizeof(err)),
+			 0);
+	assert_non_null(strstr(err, "not dp"));
+	assert_int_equal(phx_drv_elastic("qq=2", 3, 2, spec, sizeof(spec), err, sizeof(err)), 0);
+}
+
+static void test_signature(void **state)
+{
+	struct phx_result a = { .step = 2 }, b = { .step = 2 };
+	char sa[PHX_DRV_SIG_MAX], sb[PHX_DRV_SIG_MAX];
+
+	(void)state;
+	snprintf(a.msg, sizeof(a.msg), "ValueError: boom");
+	snprintf(b.msg, sizeof(b.msg), "ValueError: boom");
+	snprintf(a.node, sizeof(a.node), "n1");
+	snprintf(b.node, sizeof(b.node), "n2");
+	phx_drv_signature(&a, sa, sizeof(sa));
+	phx_drv_signature(&b, sb, sizeof(sb));
+	/* The node and rank do not make it another failure. */
+	assert_string_equal(sa, sb);
+	b.step = 3;
+	phx_drv_signature(&b, sb, sizeof(sb));
+	assert_string_not_equal(sa, sb);
+}
+
+static void state_init(struct phx_drv_state *s, bool *bad, size_t n, unsigned want)
+{
+	memset(s, 0, sizeof(*s));
+	memset(bad, 0, n * sizeof(*bad));
+	s->nalloc = n;
+	s->bad = bad;
+	s->want = want;
+	s->nproc = 2;
+	s->max_relaunches = 3;
+	s->same_limit = 2;
+}
+
+static void test_decide_success_and_node_failure(void **state)
+{
+	struct phx_drv_state s;
+	struct phx_drv_decision d;
+	struct phx_drv_outcome o = { 0 };
+	bool bad[5];
+
+	(void)state;
+	state_init(&s, bad, 5, 4);
+	phx_drv_decide(&s, &o, &d);
+	assert_int_equal(d.action, PHX_DRV_DONE);
+	/* A node lost, one spare: same world. */
+	bad[2] = true;
+	o.status = 137;
+	o.new_bad = 1;
+	phx_drv_decide(&s, &o, &d);
+	assert_int_equal(d.action, PHX_DRV_RELAUNCH);
+	assert_int_equal(d.nodes, 4);
+	assert_int_equal(s.relaunches, 1);
+	/* A second one: too few, no --elastic: requeue. */
+	bad[0] = true;
+	phx_drv_decide(&s, &o, &d);
+	assert_int_equal(d.action, PHX_DRV_REQUEUE);
+	assert_int_equal(d.exit_code, PHX_EXIT_REQUEUE);
+	/* With --elastic: 3 nodes, dp shrinks. */
+	s.elastic = true;
+	phx_drv_decide(&s, &o, &d);
+	assert_int_equal(d.action, PHX_DRV_RELAUNCH);
+	assert_int_equal(d.nodes, 3);
+	assert_int_equal(s.want, 3);
+	assert_non_null(strstr(s.layout_now, "dp=6"));
+}
+
+static void test_decide_same_failure(void **state)
+{
+	struct phx_drv_state s;
+	struct phx_drv_decision d;
+	struct phx_result r = { .rank = 1, .step = 2 }, other = { .rank = 1, .step = 7 };
+	struct phx_drv_outcome o = { .status = 1, .result = &r };
+	bool bad[4];
+
+	(void)state;
+	state_init(&s, bad, 4, 4);
+	snprintf(r.msg, sizeof(r.msg), "ValueError: x");
+	snprintf(other.msg, sizeof(other.msg), "ValueError: x");
+	phx_drv_decide(&s, &o, &d);
+	assert_int_equal(d.action, PHX_DRV_RELAUNCH);
+	assert_int_equal(d.nodes, 4);
+	/* Another step: another failure, the count starts again. */
+	o.result = &other;
+	phx_drv_decide(&s, &o, &d);
+	assert_int_equal(d.action, PHX_DRV_RELAUNCH);
+	phx_drv_decide(&s, &o, &d);
+	assert_int_equal(d.action, PHX_DRV_REPEATED);
+	assert_int_equal(d.exit_code, PHX_EXIT_REPEATED);
+	assert_non_null(strstr(d.why, "ValueError: x @ step 7"));
+	/* K = 1: the first failure stops. */
+	state_init(&s, bad, 4, 4);
+	s.same_limit = 1;
+	phx_drv_decide(&s, &o, &d);
+	assert_int_equal(d.action, PHX_DRV_REPEATED);
+}
+
+static void test_decide_limits(void **state)
+{
+	struct phx_drv_state s;
+	struct phx_drv_decision d;
+	struct phx_drv_outcome o = { .status = 3 };
+	bool bad[4];
+
+	(void)state;
+	state_init(&s, bad, 4, 4);
+	s.max_relaunches = 1;
+	phx_drv_decide(&s, &o, &d);
+	assert_int_equal(d.action, PHX_DRV_RELAUNCH);
+	phx_drv_decide(&s, &o, &d);
+	assert_int_equal(d.action, PHX_DRV_STOP);
+	assert_int_equal(d.exit_code, 3);
+	/* Refused options: relaunching cannot help. */
+	state_init(&s, bad, 4, 4);
+	o.status = 2;
+	phx_drv_decide(&s, &o, &d);
+	assert_int_equal(d.action, PHX_DRV_STOP);
+	/* Told to stop. */
+	o.status = 143;
+	o.stopped = true;
+	phx_drv_decide(&s, &o, &d);
+	assert_int_equal(d.action, PHX_DRV_STOP);
+	assert_int_equal(d.exit_code, 143);
+}
+
+static void test_fit(void **state)
+{
+	struct phx_drv_state s;
+	struct phx_drv_decision d;
+	bool bad[3];
+
+	(void)state;
+	state_init(&s, bad, 3, 2);
+	phx_drv_fit(&s, &d);
+	assert_int_equal(d.action, PHX_DRV_RELAUNCH);
+	bad[0] = bad[1] = true;
+	phx_drv_fit(&s, &d);
+	assert_int_equal(d.action, PHX_DRV_REQUEUE);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_driver_options),
+		cmocka_unit_test(test_driver_defaults_and_refusals),
+		cmocka_unit_test(test_agent_args),
+		cmocka_unit_test(test_mode),
+		cmocka_unit_test(test_result_round_trip),
+		cmocka_unit_test(test_result_refusals),
+		cmocka_unit_test(test_srun_lines),
+		cmocka_unit_test(test_pick),
+		cmocka_unit_test(test_elastic),
+		cmocka_unit_test(test_signature),
+		cmocka_unit_test(test_decide_success_and_node_failure),
+		cmocka_unit_test(test_decide_same_failure),
+		cmocka_unit_test(test_decide_limits),
+		cmocka_unit_test(test_fit),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
