@@ -123,6 +123,14 @@ static const struct conf_key keys[] = {
 	  "seconds without a heartbeat before ranks count as hung" },
 	{ "launcher.max_restarts", K_INT, OFF(launcher.max_restarts), 0, 1000, NULL, "3", 0,
 	  "in-job restarts before the launcher gives up" },
+	{ "launcher.straggler_threshold", K_INT, OFF(launcher.straggler_threshold), 0, 100000, NULL,
+	  "100", 0,
+	  "percent by which a rank's step time exceeds its role's median to be a straggler; "
+	  "0 = off" },
+	{ "launcher.straggler_window", K_INT, OFF(launcher.straggler_window_s), 1, 86400, NULL,
+	  "30", 0, "seconds of steps a rank's step time is measured over" },
+	{ "launcher.straggler_min_steps", K_INT, OFF(launcher.straggler_min_steps), 1, 1000000,
+	  NULL, "5", 0, "steps in the window before a rank's step time counts" },
 	/* Read by common/fabric.c from the same tree; described in phalanx-plan(1). */
 	{ "fabric", K_SKIP, 0, 0, 0, NULL, NULL, 0, "fabric description" },
 };

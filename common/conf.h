@@ -67,6 +67,9 @@ struct phx_conf {
 	struct {
 		int hang_timeout_s;
 		int max_restarts;
+		int straggler_threshold; /* percent slower than the role's median; 0: off */
+		int straggler_window_s;
+		int straggler_min_steps;
 	} launcher;
 	bool has_fabric; /* a 'fabric:' section is present, for phx_fabric_load() */
 };

@@ -46,6 +46,9 @@ static const char *const all_keys[] = {
 	"checkpoint.keep",
 	"launcher.hang_timeout",
 	"launcher.max_restarts",
+	"launcher.straggler_threshold",
+	"launcher.straggler_window",
+	"launcher.straggler_min_steps",
 };
 
 static int load(const char *text, struct phx_conf *conf)
@@ -82,6 +85,9 @@ static void assert_defaults(const struct phx_conf *c)
 	assert_int_equal(c->checkpoint.keep, 3);
 	assert_int_equal(c->launcher.hang_timeout_s, 600);
 	assert_int_equal(c->launcher.max_restarts, 3);
+	assert_int_equal(c->launcher.straggler_threshold, 100);
+	assert_int_equal(c->launcher.straggler_window_s, 30);
+	assert_int_equal(c->launcher.straggler_min_steps, 5);
 }
 
 static void assert_same(const struct phx_conf *a, const struct phx_conf *b)
@@ -296,7 +302,9 @@ static void test_dump_text(void **state)
 	assert_non_null(strstr(
 		text, "\nplacement:\n  mode: topo\n  topology_conf: \"\"\n  hwloc_xml: \"\"\n"
 		      "isolation:\n  mode: job\n"));
-	assert_non_null(strstr(text, "\nlauncher:\n  hang_timeout: 600\n  max_restarts: 3\n"));
+	assert_non_null(strstr(text, "\nlauncher:\n  hang_timeout: 600\n  max_restarts: 3\n"
+				     "  straggler_threshold: 100\n  straggler_window: 30\n"
+				     "  straggler_min_steps: 5\n"));
 	assert_null(strstr(text, "fabric"));
 	free(text);
 	/* A corrupt value is not printed as a valid one. */
