@@ -87,11 +87,18 @@ static void hang_check(struct phx_agent *a, struct phx_worker **evidence)
 	struct phx_hb_snapshot snap, best = { 0 };
 	struct phx_worker *suspect = NULL;
 	bool self = a->roles[a->role].policy == PHX_RESTART_SELF;
+	/*
+	 * A worker that waits (likely in a collective) was reported: one
+	 * stopped or stuck in the kernel found meanwhile is the better cause.
+	 */
+	bool better = !self && a->local.state == PHX_NODE_FAILED &&
+		      a->local.kind == PHX_FAIL_HANG && a->local.waiting;
 	char best_state = '?';
 	unsigned hung = 0;
 
 	if (a->o->hang_timeout_s <= 0 || a->preempting || a->shutdown_sig ||
-	    (a->local.state != PHX_NODE_RUNNING && !(self && a->local.state == PHX_NODE_FAILED)))
+	    (a->local.state != PHX_NODE_RUNNING && !better &&
+	     !(self && a->local.state == PHX_NODE_FAILED)))
 		return;
 	limit = (uint64_t)a->o->hang_timeout_s * 1000000000ull;
 	for (unsigned i = 0; i < a->nproc; i++) {
@@ -102,8 +109,10 @@ static void hang_check(struct phx_agent *a, struct phx_worker **evidence)
 		phx_hb_read(a->hb, i, &snap);
 		if (!w->running || w->failed || !snap.beat_ns || now - snap.beat_ns < limit)
 			continue;
-		hung++;
 		st = proc_state(w->pid);
+		if (better && !is_stuck(st))
+			continue;
+		hung++;
 		if (!suspect || more_suspect(st, &snap, best_state, &best)) {
 			suspect = w;
 			best = snap;
