@@ -2,8 +2,9 @@
 /* phalanx-launch(1): starts and watches the ranks of a training job. */
 #include "config.h"
 
-#include <errno.h>
 #include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,12 @@ static void load_topology(struct phx_agent *a)
 	}
 	if (phx_topo_load(xml, &a->topo, err, sizeof(err)) < 0)
 		phx_warn("no node topology, workers are not bound to CPUs and NICs: %s", err);
+}
+
+static void *topology_thread(void *arg)
+{
+	load_topology(arg);
+	return NULL;
 }
 
 static int make_heartbeat(struct phx_agent *a)
@@ -214,13 +221,36 @@ static int choose_role(struct phx_agent *a)
 	return 0;
 }
 
-static int prepare(struct phx_agent *a)
+/* Milliseconds since the agent started, for the debug log of the start-up. */
+static double since(uint64_t t0)
+{
+	return (double)(phx_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
+}
+
+static int prepare(struct phx_agent *a, uint64_t t0)
 {
 	char err[1024];
 	int rc;
 
-	load_topology(a);
-	if (phx_wire_init(&a->wire, err, sizeof(err)) < 0) {
+	pthread_t th;
+	bool threaded = false;
+
+	/*
+	 * The topology serves only to bind workers to their GPU's CPUs and NIC:
+	 * a step without GPUs does not read it. hwloc reads the node while PMIx
+	 * connects: both take tens of milliseconds.
+	 */
+	if (phx_cuda_count(getenv("CUDA_VISIBLE_DEVICES"))) {
+		threaded = pthread_create(&th, NULL, topology_thread, a) == 0;
+		if (!threaded)
+			load_topology(a);
+	}
+	rc = phx_wire_init(&a->wire, err, sizeof(err));
+	phx_debug("start-up on %s: PMIx_Init at %.1f ms", a->node, since(t0));
+	if (threaded)
+		pthread_join(th, NULL);
+	phx_debug("start-up on %s: topology at %.1f ms", a->node, since(t0));
+	if (rc < 0) {
 		phx_error("%s", err);
 		return PHX_EXIT_PMIX;
 	}
@@ -228,6 +258,7 @@ static int prepare(struct phx_agent *a)
 	if (rc)
 		return rc;
 	rc = phx_agent_wireup(a);
+	phx_debug("start-up on %s: wire-up and placement at %.1f ms", a->node, since(t0));
 	if (rc)
 		return rc;
 	a->w = calloc(a->nproc, sizeof(*a->w));
@@ -253,6 +284,7 @@ static int prepare(struct phx_agent *a)
 		phx_agent_stop_all(a);
 		return PHX_EXIT_SETUP;
 	}
+	phx_debug("start-up on %s: %u workers started at %.1f ms", a->node, a->nproc, since(t0));
 	return 0;
 }
 
@@ -289,6 +321,7 @@ int main(int argc, char **argv)
 {
 	struct phx_launch_opts o;
 	struct phx_agent a = { .o = &o, .hb_fd = -1, .sig_fd = -1 };
+	uint64_t t0 = phx_now_ns(CLOCK_MONOTONIC);
 	char err[1024];
 	int rc;
 
@@ -312,7 +345,7 @@ int main(int argc, char **argv)
 		phx_launch_opts_free(&o);
 		return PHX_EXIT_SETUP;
 	}
-	rc = prepare(&a);
+	rc = prepare(&a, t0);
 	if (!rc)
 		rc = phx_agent_supervise(&a);
 	cleanup(&a);

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""A worker for tests/bench/launch.
+"""A worker for tests/bench/launch's fault timings.
 
-  launch_worker.py start DIR    write the time it started to DIR/start-RANK
-  launch_worker.py watch DIR    the same, then beat through libphalanx every
-                                0.05 s; on SIGTERM write DIR/term-RANK, exit
+  launch_worker.py watch DIR    write DIR/pid-RANK, beat through libphalanx
+                                every 0.05 s; on SIGTERM write the time to
+                                DIR/term-RANK and exit
 
 Times are CLOCK_REALTIME in nanoseconds: every lab node is this machine.
 """
@@ -22,11 +22,10 @@ def stamp(path):
 
 
 def main():
-    mode, out = sys.argv[1], sys.argv[2]
-    rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "x"))
-    stamp(f"{out}/start-{rank}-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}")
-    if mode == "start":
-        return 0
+    if sys.argv[1:2] != ["watch"] or len(sys.argv) != 3:
+        sys.exit("usage: launch_worker.py watch DIR")
+    out = sys.argv[2]
+    rank = os.environ["RANK"]
     signal.signal(signal.SIGTERM, lambda *_: (stamp(f"{out}/term-{rank}"), os._exit(0)))
     with open(f"{out}/pid-{rank}", "w") as f:
         f.write(f"{os.getpid()} {os.environ.get('PHALANX_NODE', '?')}\n")
