@@ -223,7 +223,7 @@ ROLES=(--sync-interval-ms 300 --nproc-per-node 2)
 	local logs=$BATS_TEST_TMPDIR/logs
 	run --separate-stderr timeout 120 srun --mpi=pmix -N4 --ntasks-per-node=1 "$LAUNCH" \
 		--agent --nproc-per-node 2 --sync-interval-ms 250 --straggler-window 3 \
-		--straggler-threshold 100 --log-dir "$logs" -- /usr/bin/python3 "$PROBE" \
+		--straggler-threshold 150 --log-dir "$logs" -- /usr/bin/python3 "$PROBE" \
 		--mode beat --duration 9 --step-sleep 0.05 --rank 5 --slow 5
 	show_run
 	[ "$status" -eq 0 ]
