@@ -254,7 +254,8 @@ int phx_rates_parse(const char *s, unsigned role, unsigned agent, unsigned long 
  * Marks in slow[i] each rate whose step time is at least pct percent
  * above the median (the lower one) of its role's rates, when the role has
  * at least two rates (pct 0: none is); median[i] and peers[i] receive that
- * median and the number of rates of the role. The number marked.
+ * median and the number of rates of the role. Roles are below PHX_ROLE_MAX.
+ * The number marked.
  */
 size_t phx_straggler_detect(const struct phx_rate *r, size_t n, unsigned pct, uint64_t *median,
 			    unsigned *peers, bool *slow);

@@ -97,20 +97,13 @@ size_t phx_straggler_detect(const struct phx_rate *r, size_t n, unsigned pct, ui
 	}
 	if (!tmp || !pct)
 		goto out;
-	for (size_t i = 0; i < n; i++) {
-		bool seen = false;
-
-		/* One median per role, computed at its first rate. */
-		for (size_t j = 0; j < i && !seen; j++)
-			seen = r[j].role == r[i].role;
-		if (seen)
-			continue;
-		uint64_t med;
+	/* Roles are few (PHX_ROLE_MAX): one pass per role keeps it O(n log n). */
+	for (unsigned k = 0; k < PHX_ROLE_MAX; k++) {
 		unsigned count;
+		uint64_t med = role_median(r, n, k, tmp, &count);
 
-		med = role_median(r, n, r[i].role, tmp, &count);
-		for (size_t j = i; j < n; j++) {
-			if (r[j].role != r[i].role)
+		for (size_t j = 0; count && j < n; j++) {
+			if (r[j].role != k)
 				continue;
 			median[j] = med;
 			peers[j] = count;
