@@ -44,11 +44,15 @@ ENV = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
 ROLE_ENV = ["PHALANX_ROLE_MASTER_ADDR", "PHALANX_ROLE_MASTER_PORT", "PHALANX_TP_RANK"]
 
 
-def heartbeat_fn():
+def libphalanx():
     lib = ctypes.CDLL(os.environ["PHX_LIBPHALANX"])
     lib.phx_heartbeat.argtypes = [ctypes.c_long]
     lib.phx_heartbeat.restype = ctypes.c_int
-    return lib.phx_heartbeat
+    return lib
+
+
+def heartbeat_fn():
+    return libphalanx().phx_heartbeat
 
 
 def save_requests():
@@ -132,6 +136,8 @@ def main():
         opt.step()
         beat(step)
         time.sleep(args.step_sleep)
+    # The last step: what follows (a gather, shutting down) is not a hang.
+    libphalanx().phx_finalize()
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     gathered = [torch.zeros_like(flat) for _ in range(world)]
     dist.all_gather(gathered, flat)
