@@ -118,8 +118,12 @@ int phx_heartbeat(long step)
 
 void phx_finalize(void)
 {
-	if (!atomic_exchange(&hb_slot, NULL))
+	struct phx_hb_slot *slot = atomic_exchange(&hb_slot, NULL);
+
+	if (!slot)
 		return;
+	/* No more progress reports: the agent stops timing this worker for hangs. */
+	atomic_store_explicit(&slot->beat_ns, 0, memory_order_release);
 	munmap(hb_page, hb_len);
 	hb_page = NULL;
 	hb_len = 0;

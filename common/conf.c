@@ -142,6 +142,14 @@ static const struct conf_key keys[] = {
 	  "2", 0, "the same worker failure this many times in a row is not retried" },
 	{ "launcher.drain_bad_nodes", K_BOOL, OFF(launcher.drain_bad_nodes), 0, 0, NULL, "false", 0,
 	  "the driver drains nodes it found bad (Slurm operator rights)" },
+	{ "launcher.straggler_threshold", K_INT, OFF(launcher.straggler_threshold), 0, 100000, NULL,
+	  "100", 0,
+	  "percent by which a rank's step time exceeds its role's median to be a straggler; "
+	  "0 = off" },
+	{ "launcher.straggler_window", K_INT, OFF(launcher.straggler_window_s), 1, 86400, NULL,
+	  "30", 0, "seconds of steps a rank's step time is measured over" },
+	{ "launcher.straggler_min_steps", K_INT, OFF(launcher.straggler_min_steps), 1, 1000000,
+	  NULL, "5", 0, "steps in the window before a rank's step time counts" },
 	{ "check.gemm_tflops_min", K_INT, OFF(check.gemm_tflops_min), 0, 1000000, NULL, "0", 0,
 	  "lowest GEMM TFLOP/s of a GPU; 0 = only against the median" },
 	{ "check.copy_gbps_min", K_INT, OFF(check.copy_gbps_min), 0, 100000, NULL, "0", 0,
@@ -161,7 +169,7 @@ static const struct conf_key keys[] = {
 	{ "check.gemm_size", K_INT, OFF(check.gemm_size), 256, 32768, NULL, "8192", 0,
 	  "order of the square matrices multiplied" },
 	{ "check.nccl_mib", K_INT, OFF(check.nccl_mib), 1, 16384, NULL, "256", 0,
-	  "MiB each GPU all-reduces per NCCL iteration" }, \
+	  "MiB each GPU all-reduces per NCCL iteration" },
 	/* Read by common/fabric.c from the same tree; described in phalanx-plan(1). */
 	{ "fabric", K_SKIP, 0, 0, 0, NULL, NULL, 0, "fabric description" },
 };

@@ -76,6 +76,9 @@ struct phx_conf {
 		int max_relaunches;
 		int same_failure_limit;
 		bool drain_bad_nodes;
+		int straggler_threshold; /* percent slower than the role's median; 0: off */
+		int straggler_window_s;
+		int straggler_min_steps;
 	} launcher;
 	struct {
 		int gemm_tflops_min; /* 0 = only relative to the median */

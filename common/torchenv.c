@@ -78,6 +78,27 @@ int phx_torchenv_rank(const struct phx_envops *ops, const struct phx_rankmap *ma
 	return set_coords(ops, map, rank);
 }
 
+int phx_torchenv_role(const struct phx_envops *ops, const struct phx_rankmap *map, unsigned slot,
+		      const struct phx_role_env *role)
+{
+	unsigned long rank;
+
+	if (slot >= map->tasks_per_node)
+		return -1;
+	rank = map->slot_rank[slot];
+	if (phx_envops_setf(ops, "RANK", 1, "%lu", role->rank_offset + rank) ||
+	    phx_envops_setf(ops, "WORLD_SIZE", 1, "%lu", role->world) ||
+	    phx_envops_setf(ops, "GROUP_RANK", 1, "%u", role->node_offset + map->group_rank) ||
+	    phx_envops_setf(ops, "GROUP_WORLD_SIZE", 1, "%u", role->nodes) ||
+	    phx_envops_setf(ops, "ROLE_NAME", 1, "%s", role->name) ||
+	    phx_envops_setf(ops, "ROLE_RANK", 1, "%lu", rank) ||
+	    phx_envops_setf(ops, "ROLE_WORLD_SIZE", 1, "%lu", map->world) ||
+	    phx_envops_setf(ops, "PHALANX_ROLE_MASTER_ADDR", 1, "%s", role->master_addr) ||
+	    phx_envops_setf(ops, "PHALANX_ROLE_MASTER_PORT", 1, "%u", role->master_port))
+		return -1;
+	return 0;
+}
+
 int phx_bind_gpu(const struct phx_envops *ops, const struct phx_node_topo *topo, unsigned slot,
 		 unsigned tasks_per_node, struct phx_binding *b)
 {

@@ -39,6 +39,29 @@ int phx_envops_setf(const struct phx_envops *ops, const char *name, int overwrit
 int phx_torchenv_rank(const struct phx_envops *ops, const struct phx_rankmap *map, unsigned slot,
 		      const char *master, unsigned master_port);
 
+/*
+ * One role of an MPMD job, around a map built for the role alone (ranks
+ * 0..map->world-1 over the role's nodes): the global view over all roles.
+ */
+struct phx_role_env {
+	const char *name;
+	unsigned long rank_offset; /* global rank of the role's rank 0 */
+	unsigned long world; /* ranks of all roles */
+	unsigned node_offset; /* the role's first node among all nodes */
+	unsigned nodes; /* nodes of all roles */
+	const char *master_addr; /* the role's own rendezvous, for its own process group */
+	unsigned master_port;
+};
+
+/*
+ * After phx_torchenv_rank() with the role's map: RANK, WORLD_SIZE,
+ * GROUP_RANK and GROUP_WORLD_SIZE over all roles, ROLE_NAME, ROLE_RANK and
+ * ROLE_WORLD_SIZE within the role, PHALANX_ROLE_MASTER_ADDR/_PORT. The
+ * layout coordinates stay the role's.
+ */
+int phx_torchenv_role(const struct phx_envops *ops, const struct phx_rankmap *map, unsigned slot,
+		      const struct phx_role_env *role);
+
 struct phx_binding {
 	long gpu; /* Slurm's physical index of the GPU, -1 when none */
 	char visible[1024]; /* CUDA_VISIBLE_DEVICES as set, "" when unchanged */

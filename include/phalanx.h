@@ -44,7 +44,11 @@ int phx_init(void);
  * 0, -PHX_EINVAL, or -PHX_ENOAGENT (not started by phalanx-launch).
  */
 int phx_heartbeat(long step);
-/* Detaches; a later phx_heartbeat() attaches again. */
+/*
+ * Detaches, and tells the agent that progress reports end here, so the
+ * time a worker takes to exit after its last step is not a hang. A later
+ * phx_heartbeat() attaches again.
+ */
 void phx_finalize(void);
 
 #ifdef __cplusplus

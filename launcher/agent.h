@@ -27,7 +27,59 @@ enum phx_launch_exit {
 	PHX_EXIT_USAGE = 2, /* bad options or configuration */
 	PHX_EXIT_PMIX = 3, /* PMIx wire-up or agreement failed */
 	PHX_EXIT_SETUP = 4, /* placement, environment or spawning failed */
+	PHX_EXIT_REPEATED = 5, /* driver: the same worker failure K times, a user error */
+	/*
+	 * Requeue the job (EX_TEMPFAIL; slurm.conf RequeueExit=75): the driver
+	 * found too few healthy nodes, or the agents were preempted and their
+	 * workers have saved.
+	 */
+	PHX_EXIT_REQUEUE = 75,
 };
+
+/* ------------------------------------------------------------ roles */
+
+#define PHX_ROLE_MAX 16
+#define PHX_ROLE_NAME_MAX 32
+#define PHX_ROLE_LAYOUT_MAX 128
+
+enum phx_restart_policy {
+	PHX_RESTART_GROUP = 0, /* the role's workers restart together */
+	PHX_RESTART_SELF, /* only the failed worker restarts */
+};
+
+/*
+ * One role of an MPMD job (--role NAME[:FIELD]...): its own command,
+ * layout, nodes and restart policy. Roles take the step's nodes in Slurm's
+ * order, in the order they were given; global ranks follow the same order.
+ */
+struct phx_role {
+	char name[PHX_ROLE_NAME_MAX];
+	char layout[PHX_ROLE_LAYOUT_MAX]; /* "": --layout, else dp=* */
+	unsigned nodes; /* 0: the nodes the other roles leave */
+	unsigned nproc; /* 0: --nproc-per-node */
+	enum phx_restart_policy restart;
+	int max_restarts; /* -1: --max-restarts */
+	char *cmd; /* run with /bin/sh -c; NULL: the command after -- */
+	/* Resolved for a step by phx_roles_assign(): */
+	unsigned first_node; /* agent rank of its first node */
+};
+
+/* "trainer:tp=8,pp=2:nodes=6", "rollout:nodes=2:restart=self:cmd=python r.py". 0 or -1. */
+int phx_role_parse(const char *spec, struct phx_role *r, char *err, size_t errlen);
+void phx_role_free(struct phx_role *r);
+/* Gives each role its nodes among nagents agents (nodes=0: the rest). 0 or -1. */
+int phx_roles_assign(struct phx_role *roles, size_t n, unsigned nagents, char *err, size_t errlen);
+/* The role an agent runs, after phx_roles_assign(). */
+unsigned phx_role_of_agent(const struct phx_role *roles, size_t n, unsigned agent);
+const char *phx_restart_policy_name(enum phx_restart_policy p);
+
+#define PHX_ROLE_ARGV_MAX 256
+/*
+ * The argv of a role's cmd=: its words when it is a plain command line, so
+ * the worker is the program itself (its exit status and signals are its
+ * own), else /bin/sh -c CMD. *buf holds the words; free it. 0 or -1.
+ */
+int phx_role_argv(const char *cmd, char **buf, char *argv[PHX_ROLE_ARGV_MAX + 1]);
 
 /* ------------------------------------------------------------ options */
 
@@ -44,10 +96,21 @@ struct phx_launch_opts {
 	const char *log_dir; /* per-rank logs and error files; NULL: none */
 	const char *run_id; /* NULL: JOBID.STEPID */
 	const char *config; /* NULL: the default phalanx.yaml when present */
-	char **argv; /* the worker command */
+	int preempt_sig; /* 0: none */
+	int preempt_grace_s; /* after the preemption signal, until workers are stopped */
+	int straggler_pct; /* slower than the median by; -1: launcher.straggler_threshold; 0: off */
+	int straggler_window_s; /* -1: launcher.straggler_window */
+	int straggler_min_steps; /* -1: launcher.straggler_min_steps */
+	struct phx_role roles[PHX_ROLE_MAX]; /* --role, else one role "default" */
+	size_t nroles;
+	bool explicit_roles; /* --role was given */
+	char **argv; /* the worker command; may be empty when every role has cmd= */
 	int argc;
 	struct phx_driver_opts driver; /* driver mode only */
 };
+
+/* Frees what the options hold (the roles' commands). */
+void phx_launch_opts_free(struct phx_launch_opts *o);
 
 /* 0: run; 1: --help or --version was asked (printed to out); -1: err says why. */
 int phx_launch_parse(int argc, char **argv, struct phx_launch_opts *o, char *err, size_t errlen);
@@ -86,6 +149,7 @@ struct phx_worker_ctx {
 	pid_t agent_pid;
 	const char *node;
 	const cpu_set_t *cpus; /* the agent's CPUs, NULL: no CPU binding */
+	const struct phx_role_env *role; /* map is this role's */
 };
 
 /* The error file of a rank in an epoch, into buf. */
@@ -102,13 +166,17 @@ enum phx_node_state {
 	PHX_NODE_DONE, /* every local worker exited 0 */
 	PHX_NODE_FAILED, /* a local worker failed or hung */
 	PHX_NODE_SHUTDOWN, /* the agent was told to stop (TERM, INT) */
+	PHX_NODE_PREEMPTING, /* asked to save (the preemption signal); workers still run */
+	PHX_NODE_PREEMPTED, /* after the preemption signal its workers are gone */
 };
 
 enum phx_fail_kind { PHX_FAIL_NONE = 0, PHX_FAIL_EXIT, PHX_FAIL_SIGNAL, PHX_FAIL_HANG };
 
 /* One agent's state in one agreement round. */
 struct phx_report {
-	unsigned epoch; /* restart count of its workers */
+	unsigned role; /* index of the role the agent runs */
+	/* group roles: restart count of the role; self roles: of the failed worker */
+	unsigned epoch;
 	enum phx_node_state state;
 	uint64_t fail_ns; /* CLOCK_REALTIME of its first failure (hang: the last beat) */
 	long fail_rank; /* global rank, -1 */
@@ -119,6 +187,8 @@ struct phx_report {
 	 * the real culprit: ordered after every other failure.
 	 */
 	bool waiting;
+	/* Offset of the step rates in the parsed string (phx_rates_parse), 0: none. */
+	size_t rates_at;
 };
 
 enum phx_action {
@@ -127,25 +197,76 @@ enum phx_action {
 	PHX_ACT_GIVE_UP,
 	PHX_ACT_SUCCESS,
 	PHX_ACT_SHUTDOWN,
+	PHX_ACT_PREEMPTED, /* every node's workers are gone after the preemption signal */
+};
+
+/* What every agent knows of a role: the same on all agents. */
+struct phx_role_state {
+	enum phx_restart_policy policy;
+	unsigned epoch; /* group roles: restarts so far */
+	unsigned max_restarts;
 };
 
 struct phx_decision {
 	enum phx_action action;
 	long first; /* index of the report with the root cause, -1 */
+	/* Per role: CONTINUE, RESTART or GIVE_UP, and the report of its first failure. */
+	enum phx_action role_action[PHX_ROLE_MAX];
+	long role_first[PHX_ROLE_MAX];
+	bool barrier; /* a group role restarts: every agent joins one barrier fence */
+	bool preempt; /* an agent got the preemption signal: every agent saves and stops */
 };
 
 /*
- * The decision of a round from every agent's report (index = agent rank).
- * Every agent gets the same reports from the fence and so the same answer.
- * Reports of another epoch count as running: a late failure of workers
- * that were already being stopped cannot cause a second restart.
+ * The decision of a round from every agent's report (index = agent rank)
+ * and the roles' states. Every agent gets the same reports from the fence
+ * and so the same answer. A report of a group role in another epoch counts
+ * as running: a late failure of workers that were already being stopped
+ * cannot cause a second restart. A role that restarts does so alone: the
+ * workers of the other roles keep running. A self role restarts the failed
+ * workers only, each up to its max_restarts. Any role out of restarts ends
+ * the job; so does a shutdown; the preemption signal suspends restarts.
  */
-void phx_restart_decide(const struct phx_report *r, size_t n, unsigned epoch, unsigned max_restarts,
-			struct phx_decision *d);
-/* "1 EPOCH STATE FAIL_NS RANK KIND CODE WAITING"; returns snprintf's value. */
-int phx_report_format(const struct phx_report *r, char *buf, size_t len);
-int phx_report_parse(const char *s, struct phx_report *r);
+void phx_restart_decide(const struct phx_report *r, size_t n, const struct phx_role_state *roles,
+			size_t nroles, struct phx_decision *d);
+/*
+ * "2 ROLE EPOCH STATE FAIL_NS RANK KIND CODE WAITING" and, when rates is
+ * not NULL, " | " and the step rates; returns snprintf's value.
+ */
+int phx_report_format(const struct phx_report *r, const char *rates, char *buf, size_t len);
+/* 0, or -1 when s is not a version 2 report; nroles bounds the role index. */
+int phx_report_parse(const char *s, size_t nroles, struct phx_report *r);
 const char *phx_fail_describe(const struct phx_report *r, char *buf, size_t len);
+
+/* ------------------------------------------------------------ stragglers */
+
+/* One worker's mean step time over the straggler window. */
+struct phx_rate {
+	unsigned long rank; /* global */
+	unsigned role;
+	unsigned agent; /* whose report it came in */
+	uint64_t step_ns;
+	uint64_t steps; /* in the window */
+};
+
+/* Appends "RANK:STEP_US:STEPS" to buf at *off (space separated); 0, or -1 when full. */
+int phx_rate_format(const struct phx_rate *r, char *buf, size_t len, size_t *off);
+/*
+ * The rates of one report (the text at rates_at), appended to out[*n]
+ * (at most cap entries in all) with role and agent set. 0, or -1 when the
+ * text is not rates, a rank is out of [0, world) or out is full.
+ */
+int phx_rates_parse(const char *s, unsigned role, unsigned agent, unsigned long world,
+		    struct phx_rate *out, size_t cap, size_t *n);
+/*
+ * Marks in slow[i] each rate whose step time is at least pct percent
+ * above the median (the lower one) of its role's rates, when the role has
+ * at least two rates (pct 0: none is); median[i] and peers[i] receive that
+ * median and the number of rates of the role. Roles are below PHX_ROLE_MAX.
+ * The number marked.
+ */
+size_t phx_straggler_detect(const struct phx_rate *r, size_t n, unsigned pct, uint64_t *median,
+			    unsigned *peers, bool *slow);
 
 /* ------------------------------------------------------------ output */
 

@@ -4,6 +4,7 @@
 
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,11 @@ enum {
 	OPT_LOGDIR,
 	OPT_RUNID,
 	OPT_CONFIG,
+	OPT_ROLE,
+	OPT_PREEMPT_SIG,
+	OPT_PREEMPT_GRACE,
+	OPT_STRAGGLER,
+	OPT_STRAGGLER_WINDOW,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -42,6 +48,11 @@ static const struct option agent_opts[] = {
 	{ "log-dir", required_argument, NULL, OPT_LOGDIR },
 	{ "run-id", required_argument, NULL, OPT_RUNID },
 	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "role", required_argument, NULL, OPT_ROLE },
+	{ "preempt-signal", required_argument, NULL, OPT_PREEMPT_SIG },
+	{ "preempt-grace", required_argument, NULL, OPT_PREEMPT_GRACE },
+	{ "straggler-threshold", required_argument, NULL, OPT_STRAGGLER },
+	{ "straggler-window", required_argument, NULL, OPT_STRAGGLER_WINDOW },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 };
@@ -74,7 +85,15 @@ void phx_launch_usage(FILE *out)
 		"  --evidence-timeout S    per tool when capturing a hung worker (default 20)\n"
 		"  --log-dir DIR           per-rank log files and error files\n"
 		"  --run-id ID             TORCHELASTIC_RUN_ID (default JOBID.STEPID)\n"
-		"  --config FILE           phalanx.yaml (default %s)\n",
+		"  --config FILE           phalanx.yaml (default %s)\n"
+		"  --role NAME[:FIELD]...  a role of an MPMD job (repeatable); fields: nodes=N,\n"
+		"                          nproc=N, restart=group|self, max-restarts=N,\n"
+		"                          a layout (tp=8,pp=2), cmd=COMMAND (last)\n"
+		"  --preempt-signal SIG    asks the workers to save and stop (default USR1; none)\n"
+		"  --preempt-grace SECONDS after it, until the workers are stopped (default 60)\n"
+		"  --straggler-threshold P a rank P%% slower than its role's median step time\n"
+		"                          is a straggler (0: off)\n"
+		"  --straggler-window S    seconds of steps the step time is measured over\n",
 		PHX_CONF_DEFAULT_PATH);
 	phx_driver_usage(out);
 	fprintf(out, "\nSee phalanx-launch(1).\n");
@@ -104,6 +123,62 @@ static void defaults(struct phx_launch_opts *o)
 	o->term_timeout_s = 10;
 	o->sync_ms = 1000;
 	o->evidence_timeout_s = 20;
+	o->preempt_sig = SIGUSR1;
+	o->preempt_grace_s = 60;
+	o->straggler_pct = -1;
+	o->straggler_window_s = -1;
+	o->straggler_min_steps = -1;
+}
+
+/* The signals the agent handles; any of them may be the preemption signal. */
+static int parse_signal(const char *s, int *sig, char *err, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		int sig;
+	} sigs[] = { { "USR1", SIGUSR1 },
+		     { "USR2", SIGUSR2 },
+		     { "TERM", SIGTERM },
+		     { "INT", SIGINT },
+		     { "none", 0 } };
+
+	if (!strncmp(s, "SIG", 3))
+		s += 3;
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		if (!strcmp(s, sigs[i].name)) {
+			*sig = sigs[i].sig;
+			return 0;
+		}
+	}
+	return phx_errf(err, errlen, "--preempt-signal '%s': use USR1, USR2, TERM, INT or none", s);
+}
+
+static int add_role(struct phx_launch_opts *o, const char *spec, char *err, size_t errlen)
+{
+	struct phx_role *r = &o->roles[o->nroles];
+
+	if (o->nroles >= PHX_ROLE_MAX)
+		return phx_errf(err, errlen, "--role: at most %d roles", PHX_ROLE_MAX);
+	if (phx_role_parse(spec, r, err, errlen) < 0)
+		return -1;
+	for (size_t i = 0; i < o->nroles; i++) {
+		if (!strcmp(o->roles[i].name, r->name)) {
+			phx_role_free(r);
+			return phx_errf(err, errlen,
+					"--role %s is given twice; give roles "
+					"different names",
+					r->name);
+		}
+	}
+	o->nroles++;
+	return 0;
+}
+
+void phx_launch_opts_free(struct phx_launch_opts *o)
+{
+	for (size_t i = 0; i < o->nroles; i++)
+		phx_role_free(&o->roles[i]);
+	o->nroles = 0;
 }
 
 static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *err, size_t errlen)
@@ -150,13 +225,58 @@ static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *er
 	case OPT_CONFIG:
 		o->config = arg;
 		return 0;
+	case OPT_ROLE:
+		o->explicit_roles = true;
+		return add_role(o, arg, err, errlen);
+	case OPT_PREEMPT_SIG:
+		return parse_signal(arg, &o->preempt_sig, err, errlen);
+	case OPT_PREEMPT_GRACE:
+		return parse_int("preempt-grace", arg, 0, 86400, &o->preempt_grace_s, err, errlen);
+	case OPT_STRAGGLER:
+		return parse_int("straggler-threshold", arg, 0, 100000, &o->straggler_pct, err,
+				 errlen);
+	case OPT_STRAGGLER_WINDOW:
+		return parse_int("straggler-window", arg, 1, 86400, &o->straggler_window_s, err,
+				 errlen);
 	}
 	if (c >= PHX_DOPT_SPARES)
 		return phx_driver_parse_one(c, arg, &o->driver, err, errlen);
 	return phx_errf(err, errlen, "unknown option; run 'phalanx-launch --help'");
 }
 
-int phx_launch_parse(int argc, char **argv, struct phx_launch_opts *o, char *err, size_t errlen)
+/* Without --role: one role, "default", on every node. Every role needs a command. */
+static int finish_roles(struct phx_launch_opts *o, char *err, size_t errlen)
+{
+	size_t open = 0;
+
+	if (!o->nroles) {
+		memset(&o->roles[0], 0, sizeof(o->roles[0]));
+		snprintf(o->roles[0].name, sizeof(o->roles[0].name), "default");
+		o->roles[0].max_restarts = -1;
+		o->nroles = 1;
+	}
+	for (size_t i = 0; i < o->nroles; i++) {
+		open += !o->roles[i].nodes;
+		if (!o->roles[i].cmd && o->argc < 1)
+			goto no_command;
+	}
+	if (open > 1)
+		return phx_errf(err, errlen,
+				"%zu roles leave nodes= out; only one role can take the nodes "
+				"the others leave",
+				open);
+	return 0;
+no_command:
+	if (!o->explicit_roles)
+		return phx_errf(err, errlen,
+				"no command to run; put it after '--', e.g. "
+				"'phalanx-launch --agent -- python train.py'");
+	return phx_errf(err, errlen,
+			"no command to run for some roles; give them cmd=COMMAND or put a "
+			"command after '--'");
+}
+
+static int parse(int argc, char **argv, struct phx_launch_opts *o, char *err, size_t errlen)
 {
 	int c;
 
@@ -190,15 +310,13 @@ int phx_launch_parse(int argc, char **argv, struct phx_launch_opts *o, char *err
 	}
 	o->argv = argv + optind;
 	o->argc = argc - optind;
+	if (finish_roles(o, err, errlen) < 0)
+		return -1;
 	if (o->agent && o->driver.any)
 		return phx_errf(err, errlen,
 				"--spares, --elastic, --max-relaunches, --same-failure-limit, "
 				"--[no-]drain-bad-nodes and --srun are for the driver (without "
 				"--agent), not for an agent");
-	if (o->argc < 1)
-		return phx_errf(err, errlen,
-				"no command to run; put it after '--', e.g. "
-				"'phalanx-launch --agent -- python train.py'");
 	return 0;
 }
 
@@ -208,4 +326,24 @@ void phx_launch_apply_conf(struct phx_launch_opts *o, const struct phx_conf *con
 		o->hang_timeout_s = conf->launcher.hang_timeout_s;
 	if (o->max_restarts < 0)
 		o->max_restarts = conf->launcher.max_restarts;
+	if (o->straggler_pct < 0)
+		o->straggler_pct = conf->launcher.straggler_threshold;
+	if (o->straggler_window_s < 0)
+		o->straggler_window_s = conf->launcher.straggler_window_s;
+	if (o->straggler_min_steps < 0)
+		o->straggler_min_steps = conf->launcher.straggler_min_steps;
+	for (size_t i = 0; i < o->nroles; i++) {
+		if (o->roles[i].max_restarts < 0)
+			o->roles[i].max_restarts = o->max_restarts;
+	}
+}
+
+int phx_launch_parse(int argc, char **argv, struct phx_launch_opts *o, char *err, size_t errlen)
+{
+	int rc = parse(argc, argv, o, err, errlen);
+
+	/* Nothing to free for the caller unless the options are used. */
+	if (rc != 0)
+		phx_launch_opts_free(o);
+	return rc;
 }

@@ -171,10 +171,12 @@ int phx_worker_env(struct phx_envv *env, const struct phx_worker_ctx *c, unsigne
 		   struct phx_binding *b)
 {
 	struct phx_envops ops = { phx_envv_get, phx_envv_set, env };
+	unsigned long offset = c->role ? c->role->rank_offset : 0;
 
 	if (slot >= c->map->tasks_per_node ||
 	    phx_torchenv_rank(&ops, c->map, slot, c->master_addr, c->master_port) ||
-	    elastic_env(&ops, c, c->map->slot_rank[slot]) || phalanx_env(&ops, c, slot) ||
+	    (c->role && phx_torchenv_role(&ops, c->map, slot, c->role)) ||
+	    elastic_env(&ops, c, offset + c->map->slot_rank[slot]) || phalanx_env(&ops, c, slot) ||
 	    phx_bind_gpu(&ops, c->topo, slot, c->map->tasks_per_node, b) ||
 	    (c->cpus && phx_bind_cpus(&ops, c->cpus, b)) || phx_bind_nic(&ops, b))
 		return -1;

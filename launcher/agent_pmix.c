@@ -256,6 +256,8 @@ static char *facts_json(struct phx_agent *a)
 	json_object_object_add(o, "host", json_object_new_string(a->node));
 	json_object_object_add(o, "addrs", addresses());
 	json_object_object_add(o, "port", json_object_new_int((int)phx_free_port()));
+	/* The role's own rendezvous, apart from the job's on the role's rank 0 node. */
+	json_object_object_add(o, "rport", json_object_new_int((int)phx_free_port()));
 	json_object_object_add(
 		o, "gpus",
 		json_object_new_int((int)phx_cuda_count(getenv("CUDA_VISIBLE_DEVICES"))));
@@ -269,7 +271,7 @@ static char *facts_json(struct phx_agent *a)
 struct fact {
 	char host[256];
 	char addr[64];
-	unsigned port, nproc;
+	unsigned port, rport, nproc;
 };
 
 static int parse_fact(const char *s, struct fact *f)
@@ -288,6 +290,8 @@ static int parse_fact(const char *s, struct fact *f)
 			 json_object_get_string(json_object_array_get_idx(v, 0)));
 	if (json_object_object_get_ex(o, "port", &v))
 		f->port = (unsigned)json_object_get_int(v);
+	if (json_object_object_get_ex(o, "rport", &v))
+		f->rport = (unsigned)json_object_get_int(v);
 	if (json_object_object_get_ex(o, "nproc", &v))
 		f->nproc = (unsigned)json_object_get_int(v);
 	rc = f->host[0] ? 0 : -1;
@@ -296,15 +300,17 @@ out:
 	return rc;
 }
 
-static int place_topo(struct phx_agent *a, struct phx_layout *layout, char **hosts, size_t n)
+static int place_topo(struct phx_agent *a, struct phx_layout *layout, char **hosts, size_t n,
+		      unsigned nproc, const char *node, struct phx_rankmap *map)
 {
 	struct phx_plan *plan = NULL;
 	char err[1024];
 	int rc;
 
-	rc = phx_rankmap_place(&a->conf, layout, hosts, n, a->nproc, a->node, &a->map, &plan, err,
+	rc = phx_rankmap_place(&a->conf, layout, hosts, n, nproc, node, map, &plan, err,
 			       sizeof(err));
-	for (size_t i = 0; plan && a->wire.me.rank == 0 && i < plan->n_warnings; i++)
+	for (size_t i = 0; plan && a->wire.me.rank == 0 && map == &a->map && i < plan->n_warnings;
+	     i++)
 		phx_warn("%s", plan->warnings[i]);
 	if (rc < 0)
 		phx_error("%s; fix it or use --place block", err);
@@ -312,36 +318,78 @@ static int place_topo(struct phx_agent *a, struct phx_layout *layout, char **hos
 	return rc;
 }
 
-static int place(struct phx_agent *a, char **hosts, size_t n)
+/* The map of node within role k, whose nodes are hosts[0..n) with nproc workers each. */
+static int place_role(struct phx_agent *a, unsigned k, char **hosts, size_t n, unsigned nproc,
+		      const char *node, struct phx_rankmap *map)
 {
+	const struct phx_role *r = &a->o->roles[k];
 	struct phx_layout layout;
-	const char *spec = a->o->layout ? a->o->layout : "dp=*";
+	const char *spec = r->layout[0] ? r->layout : a->o->layout ? a->o->layout : "dp=*";
 	char err[1024];
 
 	if (phx_layout_parse(spec, &layout, err, sizeof(err)) < 0 ||
-	    phx_layout_resolve(&layout, (unsigned long)n * a->nproc, err, sizeof(err)) < 0) {
-		phx_error("--layout %s does not fit %zu nodes x %u workers: %s", spec, n, a->nproc,
-			  err);
+	    phx_layout_resolve(&layout, (unsigned long)n * nproc, err, sizeof(err)) < 0) {
+		if (a->o->explicit_roles)
+			phx_error("role %s: layout %s does not fit %zu nodes x %u workers: %s",
+				  r->name, spec, n, nproc, err);
+		else
+			phx_error("--layout %s does not fit %zu nodes x %u workers: %s", spec, n,
+				  nproc, err);
 		return -1;
 	}
 	if (a->o->place == PHX_PLACE_TOPO)
-		return place_topo(a, &layout, hosts, n);
+		return place_topo(a, &layout, hosts, n, nproc, node, map);
 	/* Block order follows the agents' ranks, which follow Slurm's node order. */
-	if (phx_rankmap_block(&layout, hosts, n, a->nproc, a->node, &a->map, err, sizeof(err)) <
-	    0) {
+	if (phx_rankmap_block(&layout, hosts, n, nproc, node, map, err, sizeof(err)) < 0) {
 		phx_error("%s", err);
 		return -1;
 	}
 	return 0;
 }
 
+/*
+ * Global ranks: the roles' in the order given, each role's ranks in its own
+ * placement. The job's rank 0 is role 0's rank 0, wherever role 0 put it.
+ */
+static int place(struct phx_agent *a, char **hosts, struct fact *f)
+{
+	const struct phx_role *roles = a->o->roles, *mine = &roles[a->role];
+	struct phx_rankmap first = { 0 };
+	unsigned long offset = 0;
+	int rc;
+
+	for (size_t k = 0; k < a->o->nroles; k++) {
+		a->role_offset[k] = offset;
+		a->role_world[k] = (unsigned long)roles[k].nodes * f[roles[k].first_node].nproc;
+		offset += a->role_world[k];
+	}
+	a->world = offset;
+	a->role_env.rank_offset = a->role_offset[a->role];
+	a->role_env.world = a->world;
+	a->role_env.node_offset = mine->first_node;
+	a->role_env.nodes = a->wire.size;
+	rc = place_role(a, a->role, hosts + mine->first_node, mine->nodes, a->nproc, a->node,
+			&a->map);
+	if (rc < 0 || a->role == 0)
+		return rc;
+	rc = place_role(a, 0, hosts + roles[0].first_node, roles[0].nodes,
+			f[roles[0].first_node].nproc, hosts[roles[0].first_node], &first);
+	if (rc == 0)
+		snprintf(a->job_master, sizeof(a->job_master), "%s", first.master);
+	phx_rankmap_free(&first);
+	return rc;
+}
+
 static int check_facts(struct phx_agent *a, struct fact *f, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (f[i].nproc != a->nproc) {
-			phx_error("node %s runs %u workers and node %s %u; give every node the "
-				  "same --nproc-per-node and GPU count",
-				  f[i].host, f[i].nproc, a->node, a->nproc);
+		unsigned k = phx_role_of_agent(a->o->roles, a->o->nroles, (unsigned)i);
+		const struct fact *head = &f[a->o->roles[k].first_node];
+
+		if (f[i].nproc != head->nproc) {
+			phx_error("node %s runs %u workers and node %s %u; give every node of a "
+				  "role the same --nproc-per-node (nproc=) and GPU count",
+				  f[i].host, f[i].nproc, head->host, head->nproc);
 			return -1;
 		}
 		for (size_t j = 0; j < i; j++) {
@@ -356,17 +404,27 @@ static int check_facts(struct phx_agent *a, struct fact *f, size_t n)
 	return 0;
 }
 
-/* Where rank 0 runs: its node's first address, so no name lookup is needed. */
+/*
+ * Where rank 0 runs: its node's first address, so no name lookup is needed.
+ * The same for the role's rank 0, with the node's second port.
+ */
 static void find_master(struct phx_agent *a, struct fact *f, size_t n)
 {
+	const char *job = a->job_master[0] ? a->job_master : a->map.master;
+
 	for (size_t i = 0; i < n; i++) {
-		if (strcmp(f[i].host, a->map.master))
-			continue;
-		a->master_agent = (unsigned)i;
-		a->master_port = f[i].port;
-		snprintf(a->master_addr, sizeof(a->master_addr), "%s",
-			 f[i].addr[0] ? f[i].addr : f[i].host);
-		return;
+		const char *addr = f[i].addr[0] ? f[i].addr : f[i].host;
+
+		if (!strcmp(f[i].host, job)) {
+			a->master_agent = (unsigned)i;
+			a->master_port = f[i].port;
+			snprintf(a->master_addr, sizeof(a->master_addr), "%s", addr);
+		}
+		if (!strcmp(f[i].host, a->map.master)) {
+			a->role_master_agent = (unsigned)i;
+			a->role_master_port = f[i].rport;
+			snprintf(a->role_master_addr, sizeof(a->role_master_addr), "%s", addr);
+		}
 	}
 }
 
@@ -396,7 +454,7 @@ int phx_agent_wireup(struct phx_agent *a)
 		}
 		hosts[i] = facts[i].host;
 	}
-	if (check_facts(a, facts, n) < 0 || place(a, hosts, n) < 0)
+	if (check_facts(a, facts, n) < 0 || place(a, hosts, facts) < 0)
 		goto out;
 	find_master(a, facts, n);
 	a->hosts = calloc(n, sizeof(*a->hosts));

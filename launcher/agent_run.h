@@ -31,6 +31,8 @@ int phx_wire_round_start(struct phx_wire *w, const char *key, const char *value,
 int phx_wire_round_finish(struct phx_wire *w, const char *key, char **values, char *err,
 			  size_t errlen);
 
+#define PHX_RATE_SAMPLES 64
+
 struct phx_worker {
 	unsigned slot;
 	unsigned long rank;
@@ -42,6 +44,17 @@ struct phx_worker {
 	int log_fd; /* -1 without --log-dir */
 	uint64_t start_ns; /* CLOCK_MONOTONIC */
 	bool failed_reported;
+	unsigned restarts; /* of this worker: its TORCHELASTIC_RESTART_COUNT */
+	bool failed; /* exited non-zero, died or hung, not restarted yet */
+	uint64_t fail_ns; /* CLOCK_REALTIME of that */
+	enum phx_fail_kind kind;
+	int code;
+	bool waiting;
+	/* Heartbeat samples for the step time: (beat_ns, step), oldest first. */
+	struct {
+		uint64_t beat_ns, step;
+	} samples[PHX_RATE_SAMPLES];
+	unsigned nsamples;
 };
 
 struct phx_agent {
@@ -68,8 +81,32 @@ struct phx_agent {
 	unsigned long rounds; /* agreement rounds so far */
 	struct phx_report local; /* this agent's report in the current epoch */
 	int shutdown_sig; /* TERM or INT received */
+	bool stopping; /* workers are being stopped: their exits are not failures */
 	cpu_set_t cpus;
 	bool have_cpus;
+	/* Roles: the one this agent runs, and what every agent knows of all. */
+	unsigned role;
+	char **argv; /* the role's command */
+	char *cmd_argv[PHX_ROLE_ARGV_MAX + 1];
+	char *cmd_buf;
+	struct phx_role_env role_env;
+	char job_master[256]; /* node of global rank 0 when another role runs there */
+	char role_master_addr[256];
+	unsigned role_master_agent;
+	unsigned role_master_port;
+	unsigned long world; /* ranks of all roles */
+	unsigned long role_offset[PHX_ROLE_MAX], role_world[PHX_ROLE_MAX];
+	struct phx_role_state roles[PHX_ROLE_MAX];
+	/* Preemption: the signal came (to this agent), and when its workers are stopped. */
+	bool preempt_signal;
+	bool preempting;
+	uint64_t preempt_deadline; /* CLOCK_MONOTONIC */
+	/* Stragglers: every rank's rate in a round, and who was reported already. */
+	struct phx_rate *rates;
+	uint64_t *rate_median;
+	unsigned *rate_peers;
+	bool *rate_slow;
+	bool *straggler_reported; /* [world] */
 };
 
 /* Wire-up: facts exchange, placement, this node's rank map. An exit code or 0. */
@@ -92,6 +129,28 @@ void phx_agent_evidence(struct phx_agent *a, const struct phx_worker *w);
 
 /* The driver's result line on stderr (driver.h), msg: the error file's message or "". */
 void phx_agent_print_result(struct phx_agent *a, const struct phx_report *r, const char *msg);
+
+/* One worker's start in its slot, with the role's command and environment. */
+int phx_agent_spawn_one(struct phx_agent *a, struct phx_worker *w);
+/* TERM, --term-timeout, KILL to one worker's process group; reaps it. */
+void phx_agent_stop_one(struct phx_agent *a, struct phx_worker *w);
+/* Recomputes the local report from the workers' states. */
+void phx_agent_update_report(struct phx_agent *a);
+
+/* Straggler sampling: each worker's step time over the window, as report text. */
+void phx_agent_sample_rates(struct phx_agent *a);
+void phx_agent_rates_text(struct phx_agent *a, char *buf, size_t len);
+/* From every report of a round: log and record the stragglers not reported yet. */
+void phx_agent_find_stragglers(struct phx_agent *a, char **values, const struct phx_report *r);
+
+/*
+ * Preemption: asks this node's workers to save (the heartbeat page's
+ * save_request, and the signal when it did not come to this agent
+ * itself), then gives them --preempt-grace seconds to exit.
+ */
+void phx_agent_preempt(struct phx_agent *a, bool by_signal);
+/* Stops the workers after the grace; the node is PREEMPTED once they are gone. */
+void phx_agent_preempt_check(struct phx_agent *a);
 
 /* The supervision loop with the agreement rounds. The exit code. */
 int phx_agent_supervise(struct phx_agent *a);

@@ -121,28 +121,72 @@ static struct phx_worker *worker_by_pid(struct phx_agent *a, pid_t pid)
 	return NULL;
 }
 
-static void note_exit(struct phx_agent *a, struct phx_worker *w, int status)
+static bool first_of(const struct phx_worker *a, const struct phx_worker *b)
+{
+	if (a->waiting != b->waiting)
+		return !a->waiting;
+	return a->fail_ns < b->fail_ns;
+}
+
+void phx_agent_update_report(struct phx_agent *a)
 {
 	struct phx_report *r = &a->local;
+	const struct phx_worker *first = NULL;
+	unsigned done = 0, most = 0;
+	bool self = a->roles[a->role].policy == PHX_RESTART_SELF;
 
+	if (r->state == PHX_NODE_SHUTDOWN || r->state == PHX_NODE_PREEMPTING ||
+	    r->state == PHX_NODE_PREEMPTED)
+		return;
+	for (unsigned i = 0; i < a->nproc; i++) {
+		const struct phx_worker *w = &a->w[i];
+
+		if (w->failed) {
+			if (!first || first_of(w, first))
+				first = w;
+			most = w->restarts > most ? w->restarts : most;
+		} else if (w->pid && !w->running && WIFEXITED(w->status) &&
+			   !WEXITSTATUS(w->status)) {
+			done++;
+		}
+	}
+	r->role = a->role;
+	r->epoch = a->epoch;
+	r->state = PHX_NODE_RUNNING;
+	r->fail_ns = 0;
+	r->fail_rank = -1;
+	r->kind = PHX_FAIL_NONE;
+	r->code = 0;
+	r->waiting = false;
+	if (first) {
+		r->state = PHX_NODE_FAILED;
+		/* A self role: the restarts of its most restarted failed worker count. */
+		r->epoch = self ? most : a->epoch;
+		r->fail_ns = first->fail_ns;
+		r->fail_rank = (long)first->rank;
+		r->kind = first->kind;
+		r->code = first->code;
+		r->waiting = first->waiting;
+	} else if (done == a->nproc) {
+		r->state = PHX_NODE_DONE;
+	}
+}
+
+static void note_exit(struct phx_agent *a, struct phx_worker *w, int status)
+{
 	w->running = false;
 	w->status = status;
-	if (a->shutdown_sig || r->state != PHX_NODE_RUNNING)
-		return; /* stopping: exits are ours, not failures */
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		for (unsigned i = 0; i < a->nproc; i++) {
-			if (a->w[i].running || !WIFEXITED(a->w[i].status) ||
-			    WEXITSTATUS(a->w[i].status))
-				return;
-		}
-		r->state = PHX_NODE_DONE;
+	/* Stopping: exits are ours, not failures. */
+	if (a->shutdown_sig || a->stopping || a->preempting || w->failed)
 		return;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		w->failed = true;
+		w->fail_ns = phx_now_ns(CLOCK_REALTIME);
+		w->kind = WIFSIGNALED(status) ? PHX_FAIL_SIGNAL : PHX_FAIL_EXIT;
+		w->code = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
+		w->waiting = false;
 	}
-	r->state = PHX_NODE_FAILED;
-	r->fail_ns = phx_now_ns(CLOCK_REALTIME);
-	r->fail_rank = (long)w->rank;
-	r->kind = WIFSIGNALED(status) ? PHX_FAIL_SIGNAL : PHX_FAIL_EXIT;
-	r->code = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
+	phx_agent_update_report(a);
 }
 
 static void reap(struct phx_agent *a)
@@ -181,7 +225,9 @@ static void handle_signals(struct phx_agent *a)
 		}
 		phx_info("forwarding signal %d (SIG%s) to the workers", sig, sigabbrev_np(sig));
 		phx_agent_forward(a, sig);
-		if ((sig == SIGTERM || sig == SIGINT) && !a->shutdown_sig)
+		if (sig == a->o->preempt_sig)
+			a->preempt_signal = true;
+		else if ((sig == SIGTERM || sig == SIGINT) && !a->shutdown_sig)
 			a->shutdown_sig = sig;
 	}
 	/* A SIGCHLD may have been merged with the one that woke us. */
@@ -254,7 +300,7 @@ child(struct phx_agent *a, int out, int err, const struct phx_binding *b, char *
 	dup2(err, STDERR_FILENO);
 	if (b->cpus_set)
 		sched_setaffinity(0, sizeof(b->mask), &b->mask);
-	execvpe(a->o->argv[0], a->o->argv, envp);
+	execvpe(a->argv[0], a->argv, envp);
 	{
 		static const char msg[] = "phalanx: cannot run the worker command: exec failed\n";
 		ssize_t rc = write(STDERR_FILENO, msg, sizeof(msg) - 1);
@@ -277,8 +323,8 @@ static int open_log(struct phx_agent *a, struct phx_worker *w)
 			  strerror(errno));
 		return -1;
 	}
-	if (a->epoch)
-		dprintf(w->log_fd, "phalanx: restart %u\n", a->epoch);
+	if (w->restarts)
+		dprintf(w->log_fd, "phalanx: restart %u\n", w->restarts);
 	return 0;
 }
 
@@ -335,35 +381,54 @@ fail:
 	return -1;
 }
 
-int phx_agent_spawn_all(struct phx_agent *a)
+int phx_agent_spawn_one(struct phx_agent *a, struct phx_worker *w)
 {
 	struct phx_worker_ctx ctx = {
 		.map = &a->map,
 		.topo = a->topo,
 		.master_addr = a->master_addr,
 		.master_port = a->master_port,
-		.restart_count = a->epoch,
-		.max_restarts = (unsigned)a->o->max_restarts,
+		.restart_count = w->restarts,
+		.max_restarts = a->roles[a->role].max_restarts,
 		.run_id = a->run_id,
 		.run_dir = a->run_dir,
 		.hb_fd = a->hb_fd,
 		.agent_pid = getpid(),
 		.node = a->node,
 		.cpus = a->have_cpus ? &a->cpus : NULL,
+		.role = &a->role_env,
 	};
+	int rc;
 
+	a->role_env.master_addr = a->role_master_addr;
+	a->role_env.master_port = a->role_master_port;
+	w->failed = false;
+	w->nsamples = 0;
+	if (w->log_fd >= 0)
+		close(w->log_fd);
+	w->log_fd = -1;
+	rc = spawn_one(a, w, &ctx);
+	phx_agent_update_report(a);
+	return rc;
+}
+
+int phx_agent_spawn_all(struct phx_agent *a)
+{
 	memset(&a->local, 0, sizeof(a->local));
+	a->local.role = a->role;
 	a->local.epoch = a->epoch;
 	a->local.fail_rank = -1;
 	for (unsigned i = 0; i < a->nproc; i++) {
 		struct phx_worker *w = &a->w[i];
 
 		w->slot = i;
-		w->rank = a->map.slot_rank[i];
-		if (w->log_fd >= 0)
-			close(w->log_fd);
-		w->log_fd = -1;
-		if (spawn_one(a, w, &ctx) < 0)
+		w->rank = a->role_env.rank_offset + a->map.slot_rank[i];
+		w->restarts = a->epoch;
+		w->pid = 0;
+		w->running = false;
+	}
+	for (unsigned i = 0; i < a->nproc; i++) {
+		if (phx_agent_spawn_one(a, &a->w[i]) < 0)
 			return -1;
 	}
 	return 0;
@@ -430,11 +495,8 @@ void phx_agent_stop_all(struct phx_agent *a)
 {
 	uint64_t deadline =
 		phx_now_ns(CLOCK_MONOTONIC) + (uint64_t)a->o->term_timeout_s * 1000000000ull;
-	struct phx_report saved = a->local;
-
 	/* Exits from here on are ours: not failures. */
-	if (a->local.state == PHX_NODE_RUNNING)
-		a->local.state = PHX_NODE_SHUTDOWN;
+	a->stopping = true;
 	signal_all(a, SIGTERM);
 	/* Whatever a worker left behind gets the same grace as the worker. */
 	while ((phx_agent_running(a) || has_children()) && phx_now_ns(CLOCK_MONOTONIC) < deadline)
@@ -447,5 +509,42 @@ void phx_agent_stop_all(struct phx_agent *a)
 		phx_error("some processes of the workers did not die after SIGKILL "
 			  "(stuck in the kernel, state D?); see ps -o pid,stat,wchan");
 	phx_agent_close_outputs(a);
-	a->local = saved;
+	a->stopping = false;
+}
+
+static void close_output(struct phx_worker *w)
+{
+	if (w->out_fd >= 0)
+		drain_fd(w, &w->out_fd, &w->out, STDOUT_FILENO);
+	if (w->err_fd >= 0)
+		drain_fd(w, &w->err_fd, &w->err, STDERR_FILENO);
+	if (w->out_fd >= 0)
+		close(w->out_fd);
+	if (w->err_fd >= 0)
+		close(w->err_fd);
+	w->out_fd = w->err_fd = -1;
+}
+
+void phx_agent_stop_one(struct phx_agent *a, struct phx_worker *w)
+{
+	uint64_t deadline =
+		phx_now_ns(CLOCK_MONOTONIC) + (uint64_t)a->o->term_timeout_s * 1000000000ull;
+
+	a->stopping = true;
+	if (w->running) {
+		kill(-w->pid, SIGTERM);
+		kill(-w->pid, SIGCONT);
+	}
+	while (w->running && phx_now_ns(CLOCK_MONOTONIC) < deadline)
+		phx_agent_pump(a, 50, -1, NULL);
+	for (int tries = 0; tries < 100 && w->running; tries++) {
+		kill(-w->pid, SIGKILL);
+		phx_agent_pump(a, 50, -1, NULL);
+	}
+	if (w->running)
+		phx_error("rank %lu (pid %d) did not die after SIGKILL (stuck in the kernel, "
+			  "state D?); see ps -o pid,stat,wchan",
+			  w->rank, (int)w->pid);
+	close_output(w);
+	a->stopping = false;
 }

@@ -16,12 +16,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Exit codes of the driver beyond phalanx-launch's own; see phalanx-launch(1). */
-enum phx_driver_exit {
-	PHX_EXIT_REPEATED = 5, /* the same worker failure K times: a user error */
-	PHX_EXIT_REQUEUE = 75, /* too few healthy nodes: requeue the job (EX_TEMPFAIL) */
-};
-
 struct phx_launch_opts;
 struct phx_conf;
 /* Driver mode: the exit code of phalanx-launch. argv: its whole command line. */

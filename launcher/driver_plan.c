@@ -14,6 +14,7 @@
 
 #include "common/layout.h"
 #include "common/log.h"
+#include "launcher/agent.h"
 #include "launcher/driver.h"
 
 size_t phx_drv_pick(const bool *bad, size_t n, unsigned want, size_t *idx)

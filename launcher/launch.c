@@ -2,8 +2,9 @@
 /* phalanx-launch(1): starts and watches the ranks of a training job. */
 #include "config.h"
 
-#include <errno.h>
 #include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +75,12 @@ static void load_topology(struct phx_agent *a)
 	}
 	if (phx_topo_load(xml, &a->topo, err, sizeof(err)) < 0)
 		phx_warn("no node topology, workers are not bound to CPUs and NICs: %s", err);
+}
+
+static void *topology_thread(void *arg)
+{
+	load_topology(arg);
+	return NULL;
 }
 
 static int make_heartbeat(struct phx_agent *a)
@@ -174,25 +181,84 @@ static void set_identity(struct phx_agent *a)
 		snprintf(a->run_id, sizeof(a->run_id), "%s", a->o->run_id);
 	else
 		snprintf(a->run_id, sizeof(a->run_id), "%s.%s", job ? job : "0", step ? step : "0");
-	a->nproc = a->o->nproc_per_node;
+	a->have_cpus = sched_getaffinity(0, sizeof(a->cpus), &a->cpus) == 0;
+}
+
+/*
+ * This agent's role follows from its rank among the agents alone, so it is
+ * known before the wire-up and every agent agrees on everyone's.
+ */
+static int choose_role(struct phx_agent *a)
+{
+	struct phx_launch_opts *o = a->o;
+	const struct phx_role *r;
+	char err[1024];
+
+	if (phx_roles_assign(o->roles, o->nroles, a->wire.size, err, sizeof(err)) < 0) {
+		phx_error("%s", err);
+		return PHX_EXIT_USAGE;
+	}
+	a->role = phx_role_of_agent(o->roles, o->nroles, a->wire.me.rank);
+	r = &o->roles[a->role];
+	for (size_t k = 0; k < o->nroles; k++) {
+		a->roles[k].policy = o->roles[k].restart;
+		a->roles[k].max_restarts = (unsigned)o->roles[k].max_restarts;
+	}
+	a->nproc = r->nproc ? r->nproc : o->nproc_per_node;
 	if (!a->nproc)
 		a->nproc = phx_cuda_count(getenv("CUDA_VISIBLE_DEVICES"));
 	if (!a->nproc)
 		a->nproc = 1;
-	a->have_cpus = sched_getaffinity(0, sizeof(a->cpus), &a->cpus) == 0;
+	a->argv = o->argv;
+	if (r->cmd) {
+		if (phx_role_argv(r->cmd, &a->cmd_buf, a->cmd_argv) < 0) {
+			phx_error("out of memory");
+			return PHX_EXIT_SETUP;
+		}
+		a->argv = a->cmd_argv;
+	}
+	a->role_env.name = r->name;
+	return 0;
 }
 
-static int prepare(struct phx_agent *a)
+/* Milliseconds since the agent started, for the debug log of the start-up. */
+static double since(uint64_t t0)
+{
+	return (double)(phx_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
+}
+
+static int prepare(struct phx_agent *a, uint64_t t0)
 {
 	char err[1024];
 	int rc;
 
-	load_topology(a);
-	if (phx_wire_init(&a->wire, err, sizeof(err)) < 0) {
+	pthread_t th;
+	bool threaded = false;
+
+	/*
+	 * The topology serves only to bind workers to their GPU's CPUs and NIC:
+	 * a step without GPUs does not read it. hwloc reads the node while PMIx
+	 * connects: both take tens of milliseconds.
+	 */
+	if (phx_cuda_count(getenv("CUDA_VISIBLE_DEVICES"))) {
+		threaded = pthread_create(&th, NULL, topology_thread, a) == 0;
+		if (!threaded)
+			load_topology(a);
+	}
+	rc = phx_wire_init(&a->wire, err, sizeof(err));
+	phx_debug("start-up on %s: PMIx_Init at %.1f ms", a->node, since(t0));
+	if (threaded)
+		pthread_join(th, NULL);
+	phx_debug("start-up on %s: topology at %.1f ms", a->node, since(t0));
+	if (rc < 0) {
 		phx_error("%s", err);
 		return PHX_EXIT_PMIX;
 	}
+	rc = choose_role(a);
+	if (rc)
+		return rc;
 	rc = phx_agent_wireup(a);
+	phx_debug("start-up on %s: wire-up and placement at %.1f ms", a->node, since(t0));
 	if (rc)
 		return rc;
 	a->w = calloc(a->nproc, sizeof(*a->w));
@@ -203,12 +269,22 @@ static int prepare(struct phx_agent *a)
 	if (a->wire.me.rank == 0)
 		phx_info("starting %lu workers on %u nodes (%u per node), rank 0 at %s:%u, "
 			 "hang timeout %d s, max restarts %d",
-			 a->map.world, a->wire.size, a->nproc, a->master_addr, a->master_port,
+			 a->world, a->wire.size, a->nproc, a->master_addr, a->master_port,
 			 a->o->hang_timeout_s, a->o->max_restarts);
+	if (a->o->explicit_roles && a->wire.me.rank == a->o->roles[a->role].first_node) {
+		const struct phx_role *r = &a->o->roles[a->role];
+
+		phx_info("role %s: ranks %lu..%lu on %u node(s) from %s, restart %s, max "
+			 "restarts %d",
+			 r->name, a->role_offset[a->role],
+			 a->role_offset[a->role] + a->role_world[a->role] - 1, r->nodes, a->node,
+			 phx_restart_policy_name(r->restart), r->max_restarts);
+	}
 	if (phx_agent_spawn_all(a) < 0) {
 		phx_agent_stop_all(a);
 		return PHX_EXIT_SETUP;
 	}
+	phx_debug("start-up on %s: %u workers started at %.1f ms", a->node, a->nproc, since(t0));
 	return 0;
 }
 
@@ -219,6 +295,12 @@ static void cleanup(struct phx_agent *a)
 			close(a->w[i].log_fd);
 	}
 	free(a->w);
+	free(a->cmd_buf);
+	free(a->rates);
+	free(a->rate_median);
+	free(a->rate_peers);
+	free(a->rate_slow);
+	free(a->straggler_reported);
 	for (size_t i = 0; a->hosts && i < a->wire.size; i++)
 		free(a->hosts[i]);
 	free(a->hosts);
@@ -239,6 +321,7 @@ int main(int argc, char **argv)
 {
 	struct phx_launch_opts o;
 	struct phx_agent a = { .o = &o, .hb_fd = -1, .sig_fd = -1 };
+	uint64_t t0 = phx_now_ns(CLOCK_MONOTONIC);
 	char err[1024];
 	int rc, mode;
 
@@ -253,26 +336,32 @@ int main(int argc, char **argv)
 			       sizeof(err));
 	if (mode < 0) {
 		phx_error("%s", err);
+		phx_launch_opts_free(&o);
 		return PHX_EXIT_USAGE;
 	}
-	if (load_conf(&o, &a.conf) < 0)
+	if (load_conf(&o, &a.conf) < 0) {
+		phx_launch_opts_free(&o);
 		return PHX_EXIT_USAGE;
+	}
 	phx_log_set_level(a.conf.log_level);
 	phx_launch_apply_conf(&o, &a.conf);
 	if (mode == 1) {
 		rc = phx_driver_main(&o, &a.conf, argc, argv);
 		phx_conf_free(&a.conf);
+		phx_launch_opts_free(&o);
 		return rc;
 	}
 	set_identity(&a);
 	if (setup_signals(&a) < 0) {
 		phx_error("cannot set up signal handling: %s", strerror(errno));
 		phx_conf_free(&a.conf);
+		phx_launch_opts_free(&o);
 		return PHX_EXIT_SETUP;
 	}
-	rc = prepare(&a);
+	rc = prepare(&a, t0);
 	if (!rc)
 		rc = phx_agent_supervise(&a);
 	cleanup(&a);
+	phx_launch_opts_free(&o);
 	return rc;
 }

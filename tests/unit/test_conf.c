@@ -55,6 +55,9 @@ static const char *const all_keys[] = {
 	"launcher.max_relaunches",
 	"launcher.same_failure_limit",
 	"launcher.drain_bad_nodes",
+	"launcher.straggler_threshold",
+	"launcher.straggler_window",
+	"launcher.straggler_min_steps",
 	"check.gemm_tflops_min",
 	"check.copy_gbps_min",
 	"check.busbw_gbps_min",
@@ -64,7 +67,7 @@ static const char *const all_keys[] = {
 	"check.nccl_timeout",
 	"check.memtest_mib",
 	"check.gemm_size",
-	"check.nccl_mib", \
+	"check.nccl_mib",
 };
 
 static int load(const char *text, struct phx_conf *conf)
@@ -108,11 +111,14 @@ static void assert_defaults(const struct phx_conf *c)
 	assert_int_equal(c->launcher.max_restarts, 3);
 	assert_int_equal(c->check.slow_percent, 20);
 	assert_true(c->check.drain_slow);
-	assert_int_equal(c->check.nccl_timeout_s, 60); \
+	assert_int_equal(c->check.nccl_timeout_s, 60);
 	assert_int_equal(c->launcher.spares, 0);
 	assert_int_equal(c->launcher.max_relaunches, 3);
 	assert_int_equal(c->launcher.same_failure_limit, 2);
 	assert_false(c->launcher.drain_bad_nodes);
+	assert_int_equal(c->launcher.straggler_threshold, 100);
+	assert_int_equal(c->launcher.straggler_window_s, 30);
+	assert_int_equal(c->launcher.straggler_min_steps, 5);
 }
 
 static void assert_same(const struct phx_conf *a, const struct phx_conf *b)
@@ -337,7 +343,11 @@ static void test_dump_text(void **state)
 	assert_non_null(strstr(
 		text, "\nplacement:\n  mode: topo\n  topology_conf: \"\"\n  hwloc_xml: \"\"\n"
 		      "isolation:\n  mode: job\n"));
-	assert_non_null(strstr(text, "\nlauncher:\n  hang_timeout: 600\n  max_restarts: 3\n"));
+	assert_non_null(strstr(text, "\nlauncher:\n  hang_timeout: 600\n  max_restarts: 3\n"
+				     "  spares: 0\n  max_relaunches: 3\n  same_failure_limit: 2\n"
+				     "  drain_bad_nodes: false\n"
+				     "  straggler_threshold: 100\n  straggler_window: 30\n"
+				     "  straggler_min_steps: 5\n"));
 	assert_null(strstr(text, "fabric"));
 	free(text);
 	/* A corrupt value is not printed as a valid one. */

@@ -132,6 +132,57 @@ static void test_torchrun_contract(void **state)
 	phx_rankmap_free(&map);
 }
 
+/*
+ * The second of two roles: its map counts its own 8 ranks on its 4 nodes;
+ * the environment counts all 20 ranks on 6 nodes, the role's ranks from 12.
+ */
+static void test_role_env(void **state)
+{
+	char *base[] = { NULL };
+	struct phx_rankmap map;
+	struct phx_role_env role = { .name = "rollout",
+				     .rank_offset = 12,
+				     .world = 20,
+				     .node_offset = 2,
+				     .nodes = 6,
+				     .master_addr = "10.0.0.3",
+				     .master_port = 31000 };
+	struct phx_worker_ctx ctx = {
+		.map = &map,
+		.master_addr = "10.0.0.1",
+		.master_port = 29500,
+		.restart_count = 1,
+		.max_restarts = 3,
+		.run_id = "42.0",
+		.run_dir = "/run/x",
+		.node = "node3",
+		.role = &role,
+	};
+	struct phx_envv e;
+
+	block_map(&map, "tp=2,dp=*", "node3");
+	worker_env(&e, base, &ctx, 1);
+	ASSERT_ENV(&e, "RANK", "17");
+	ASSERT_ENV(&e, "WORLD_SIZE", "20");
+	ASSERT_ENV(&e, "LOCAL_RANK", "1");
+	ASSERT_ENV(&e, "LOCAL_WORLD_SIZE", "2");
+	ASSERT_ENV(&e, "GROUP_RANK", "4");
+	ASSERT_ENV(&e, "GROUP_WORLD_SIZE", "6");
+	ASSERT_ENV(&e, "ROLE_NAME", "rollout");
+	ASSERT_ENV(&e, "ROLE_RANK", "5");
+	ASSERT_ENV(&e, "ROLE_WORLD_SIZE", "8");
+	ASSERT_ENV(&e, "MASTER_ADDR", "10.0.0.1");
+	ASSERT_ENV(&e, "MASTER_PORT", "29500");
+	ASSERT_ENV(&e, "PHALANX_ROLE_MASTER_ADDR", "10.0.0.3");
+	ASSERT_ENV(&e, "PHALANX_ROLE_MASTER_PORT", "31000");
+	/* Coordinates in the role's layout; error files by global rank. */
+	ASSERT_ENV(&e, "PHALANX_TP_RANK", "1");
+	ASSERT_ENV(&e, "PHALANX_DP_RANK", "2");
+	ASSERT_ENV(&e, "TORCHELASTIC_ERROR_FILE", "/run/x/error-rank17-restart1.json");
+	phx_envv_free(&e);
+	phx_rankmap_free(&map);
+}
+
 /* A user's MASTER_PORT and OMP_NUM_THREADS win; no GPUs, no CUDA_VISIBLE_DEVICES. */
 static void test_user_values_win(void **state)
 {
@@ -193,6 +244,7 @@ int main(void)
 		cmocka_unit_test(test_envv_copy_drops_pmix),
 		cmocka_unit_test(test_envv_set_overwrite),
 		cmocka_unit_test(test_torchrun_contract),
+		cmocka_unit_test(test_role_env),
 		cmocka_unit_test(test_user_values_win),
 		cmocka_unit_test(test_slot_out_of_range),
 		cmocka_unit_test(test_cuda_count),

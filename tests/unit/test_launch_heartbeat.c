@@ -99,6 +99,10 @@ static void test_heartbeat_reaches_the_page(void **state)
 	phx_hb_read(page, 2, &s);
 	assert_int_equal(s.beat_ns, 0);
 	phx_finalize();
+	/* Finalized: no beat time, so no hang, but the step stays for the record. */
+	phx_hb_read(page, 3, &s);
+	assert_true(s.beat_ns == 0);
+	assert_int_equal(s.step, 42);
 	/* A slot beyond the page is refused, not written. */
 	setenv(PHX_HB_ENV_SLOT, "4", 1);
 	assert_int_equal(phx_heartbeat(1), -PHX_ENOAGENT);

@@ -36,9 +36,10 @@ static struct phx_report done(unsigned epoch)
 static void decide(const struct phx_report *r, size_t n, unsigned epoch, unsigned max,
 		   enum phx_action want, long first)
 {
+	struct phx_role_state role = { PHX_RESTART_GROUP, epoch, max };
 	struct phx_decision d;
 
-	phx_restart_decide(r, n, epoch, max, &d);
+	phx_restart_decide(r, n, &role, 1, &d);
 	assert_int_equal(d.action, want);
 	assert_int_equal(d.first, first);
 }
@@ -132,8 +133,14 @@ static void test_report_round_trip(void **state)
 			  out;
 	char buf[256];
 
-	assert_true(phx_report_format(&in, buf, sizeof(buf)) < (int)sizeof(buf));
-	assert_int_equal(phx_report_parse(buf, &out), 0);
+	in.role = 3;
+	assert_true(phx_report_format(&in, NULL, buf, sizeof(buf)) < (int)sizeof(buf));
+	assert_int_equal(phx_report_parse(buf, 4, &out), 0);
+	assert_int_equal(out.role, 3);
+	assert_int_equal(out.rates_at, 0);
+	/* The role must be one of the job's. */
+	assert_int_equal(phx_report_parse(buf, 3, &out), -1);
+	assert_int_equal(phx_report_parse(buf, 4, &out), 0);
 	/* Field by field: padding bytes are not part of the report. */
 	assert_int_equal(out.epoch, in.epoch);
 	assert_int_equal(out.state, in.state);
@@ -143,25 +150,33 @@ static void test_report_round_trip(void **state)
 	assert_int_equal(out.code, in.code);
 	assert_int_equal(out.waiting, in.waiting);
 	in = running(0);
-	phx_report_format(&in, buf, sizeof(buf));
-	assert_int_equal(phx_report_parse(buf, &out), 0);
+	phx_report_format(&in, NULL, buf, sizeof(buf));
+	assert_int_equal(phx_report_parse(buf, 1, &out), 0);
 	assert_int_equal(out.fail_rank, -1);
+	/* With step rates: they follow " |", where rates_at points. */
+	phx_report_format(&in, " 3:1500:10", buf, sizeof(buf));
+	assert_int_equal(phx_report_parse(buf, 1, &out), 0);
+	assert_string_equal(buf + out.rates_at, " 3:1500:10");
 }
 
 static void test_report_refusals(void **state)
 {
 	struct phx_report r;
 
-	assert_int_equal(phx_report_parse("", &r), -1);
-	assert_int_equal(phx_report_parse("2 0 0 0 -1 0 0 0", &r), -1); /* version */
-	assert_int_equal(phx_report_parse("1 0 9 0 -1 0 0 0", &r), -1); /* state */
-	assert_int_equal(phx_report_parse("1 0 0 0 -1 7 0 0", &r), -1); /* kind */
-	assert_int_equal(phx_report_parse("1 0 0 0 -1 0 0 2", &r), -1); /* waiting */
-	assert_int_equal(phx_report_parse("1 0 0 0 -1 0 0 0 x", &r), -1); /* trailing */
-	assert_int_equal(phx_report_parse("1 0 0 0 -1 0 0", &r), -1); /* short */
-	assert_int_equal(phx_report_parse("44019", &r), -1); /* another fence's value */
-	assert_int_equal(phx_report_parse("1 0 0 0 -1 0 0 1", &r), 0);
+	assert_int_equal(phx_report_parse("", 1, &r), -1);
+	assert_int_equal(phx_report_parse("1 0 0 0 -1 0 0 0", 1, &r), -1); /* version 1 */
+	assert_int_equal(phx_report_parse("2 0 0 9 0 -1 0 0 0", 1, &r), -1); /* state */
+	assert_int_equal(phx_report_parse("2 0 0 0 0 -1 7 0 0", 1, &r), -1); /* kind */
+	assert_int_equal(phx_report_parse("2 0 0 0 0 -1 0 0 2", 1, &r), -1); /* waiting */
+	assert_int_equal(phx_report_parse("2 0 0 0 0 -2 0 0 0", 1, &r), -1); /* rank */
+	assert_int_equal(phx_report_parse("2 1 0 0 0 -1 0 0 0", 1, &r), -1); /* role */
+	assert_int_equal(phx_report_parse("2 0 0 0 0 -1 0 0 0 x", 1, &r), -1); /* trailing */
+	assert_int_equal(phx_report_parse("2 0 0 0 0 -1 0 0 0|", 1, &r), -1);
+	assert_int_equal(phx_report_parse("2 0 0 0 0 -1 0 0", 1, &r), -1); /* short */
+	assert_int_equal(phx_report_parse("44019", 1, &r), -1); /* another fence's value */
+	assert_int_equal(phx_report_parse("2 0 0 5 0 -1 0 0 1", 1, &r), 0);
 	assert_true(r.waiting);
+	assert_int_equal(r.state, PHX_NODE_PREEMPTED);
 }
 
 static void test_fail_describe(void **state)
