@@ -52,6 +52,7 @@ struct ckptd_recovery {
 	struct ckptd_member *members;
 	size_t nmembers, capmembers;
 	uint64_t phase_step; /* step when the current run began; UINT64_MAX = not heard */
+	uint32_t run; /* this run of the job; agents of an older run are not heard */
 	uint64_t stall_gen; /* newest save generation counted, and its stall */
 	double stall_gen_s;
 	int fix_pending; /* requeued by us: exclusion and begin time still to set */
@@ -172,6 +173,7 @@ struct ckptd_conn {
 	int authed, out_armed, dead;
 	double since; /* accepted at */
 	double last_hb; /* monotonic time of the newest heartbeat; 0 = none */
+	uint32_t run; /* the job's run it registered in */
 	struct ckptd_conn *next_dead;
 	struct ckptd_conn *prev, *next; /* every open connection */
 };
@@ -264,7 +266,7 @@ struct ckptd_sjob {
 	int state; /* JOB_* base state */
 	int completing;
 	uint32_t restarts;
-	double start; /* realtime */
+	double start, eligible; /* realtime */
 	char nodes[1024];
 };
 int ckptd_slurm_job(uint32_t id, struct ckptd_sjob *out, char *err, size_t errlen);

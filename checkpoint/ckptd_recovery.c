@@ -96,6 +96,7 @@ static void new_run(struct ckptd_recovery *r)
 {
 	r->nmembers = 0;
 	r->phase_step = UINT64_MAX;
+	r->run++;
 }
 
 static void start_ledger(struct ckptd_job *j)
@@ -154,12 +155,26 @@ static void drain(struct ckptd *d, const char *node, const char *reason, int los
 	phx_info("drained node %s: %s", node, why);
 }
 
+/* Slurm requeues a job itself when one of its nodes is set DOWN: that counts. */
+static int requeued_already(uint32_t id)
+{
+	struct ckptd_sjob s;
+	char err[256];
+
+	return ckptd_slurm_job(id, &s, err, sizeof(err)) == 0 && s.state == JOB_PENDING;
+}
+
 static void requeue(struct ckptd *d, struct ckptd_job *j)
 {
 	struct ckptd_recovery *r = &j->r;
 	char err[512];
 
-	if (d->rc_act && ckptd_slurm_requeue(j->id, err, sizeof(err)) < 0) {
+	if (!d->rc_act) {
+		phx_info("job %u: would requeue without %s (recovery.act is false)", j->id,
+			 r->exclude[0] ? r->exclude : "(none)");
+		return;
+	}
+	if (ckptd_slurm_requeue(j->id, err, sizeof(err)) < 0 && !requeued_already(j->id)) {
 		d->rm.slurm_errors++;
 		phx_error("job %u: cannot requeue: %s; the job is left as it is", j->id, err);
 		return;
@@ -167,7 +182,7 @@ static void requeue(struct ckptd *d, struct ckptd_job *j)
 	phx_recovery_requeued(&r->rec);
 	phx_gp_requeue(&r->gp, ckptd_wall());
 	r->requeued_at = ckptd_wall();
-	r->fix_pending = d->rc_act;
+	r->fix_pending = 1;
 	r->next_poll = 0;
 	d->rm.requeues++;
 	new_run(r);
@@ -181,7 +196,11 @@ static void stop_job(struct ckptd *d, struct ckptd_job *j, const char *reason)
 
 	d->rm.stops++;
 	phx_error("job %u: stopped: %s", j->id, reason);
-	if (d->rc_act && ckptd_slurm_cancel(j->id, err, sizeof(err)) < 0) {
+	if (!d->rc_act) {
+		phx_info("job %u: not cancelled (recovery.act is false)", j->id);
+		return;
+	}
+	if (ckptd_slurm_cancel(j->id, err, sizeof(err)) < 0) {
 		d->rm.slurm_errors++;
 		phx_warn("job %u: cannot cancel: %s", j->id, err);
 	}
@@ -246,17 +265,24 @@ void ckptd_recovery_registered(struct ckptd *d, struct ckptd_conn *c)
 		r->gp.since = ckptd_wall();
 		r->gp.end = 0;
 	}
+	if (r->gp.phase == PHX_GP_PH_RESTART && r->run == 0)
+		new_run(r);
 	c->last_hb = 0;
+	c->run = r->run;
 }
 
 void ckptd_recovery_heartbeat(struct ckptd *d, struct ckptd_conn *c, uint64_t step)
 {
 	struct ckptd_job *j = c->job;
 	struct ckptd_recovery *r = &j->r;
-	struct ckptd_member *mb = member(r, c->node, 1);
+	struct ckptd_member *mb;
 
 	d->rm.heartbeats++;
 	c->last_hb = ckptd_now();
+	/* An agent of a run the job left (requeued) is going away: not a member. */
+	if (c->run != r->run || r->gp.phase == PHX_GP_PH_QUEUE)
+		return;
+	mb = member(r, c->node, 1);
 	if (mb) {
 		mb->last_hb = c->last_hb;
 		mb->lost = 0;
@@ -446,7 +472,8 @@ static void fix_requeued(struct ckptd *d, struct ckptd_job *j, const struct ckpt
 {
 	char err[512];
 
-	if (s->state != JOB_PENDING)
+	/* Not while completing: the requeue's end would set the hold again. */
+	if (s->state != JOB_PENDING || s->completing)
 		return;
 	if (ckptd_slurm_fix(j->id, j->r.exclude, err, sizeof(err)) < 0) {
 		d->rm.slurm_errors++;
@@ -475,6 +502,7 @@ static void poll_job(struct ckptd *d, struct ckptd_job *j)
 		/* Slurm requeued it first (its own node timeout): account, and cut the hold. */
 		phx_info("job %u: requeued by Slurm (restart %u)", j->id, s.restarts);
 		phx_recovery_requeued(&r->rec);
+		d->rm.requeues++;
 		phx_gp_requeue(&r->gp, ckptd_wall());
 		r->requeued_at = ckptd_wall();
 		r->fix_pending = d->rc_act;
@@ -482,6 +510,10 @@ static void poll_job(struct ckptd *d, struct ckptd_job *j)
 		journal_job(d, j);
 	}
 	r->slurm_restarts = s.restarts;
+	/* Held again (Slurm's requeue ended after the fix): fix again. */
+	if (d->rc_act && r->gp.phase == PHX_GP_PH_QUEUE && s.state == JOB_PENDING &&
+	    s.eligible > ckptd_wall() + 2)
+		r->fix_pending = 1;
 	if (r->fix_pending)
 		fix_requeued(d, j, &s);
 	if (s.state == JOB_RUNNING && r->gp.phase == PHX_GP_PH_QUEUE) {
@@ -542,12 +574,13 @@ struct json_object *ckptd_goodput_json(struct ckptd *d, struct ckptd_job *j)
 {
 	struct ckptd_recovery *r = &j->r;
 	struct json_object *o = json_object_new_object(), *parts = json_object_new_object();
-	double p[PHX_GP_PARTS], wall;
+	double p[PHX_GP_PARTS], wall, now = ckptd_wall();
 
-	(void)d;
 	if (!r->on)
-		phx_gp_begin(&r->gp, ckptd_wall());
-	wall = phx_gp_snapshot(&r->gp, ckptd_wall(), p);
+		phx_gp_begin(&r->gp, now);
+	/* The wall time from the ledger's own ends; the parts are summed apart from it. */
+	phx_gp_snapshot(&r->gp, now, p);
+	wall = (r->gp.phase == PHX_GP_PH_DONE ? r->gp.end : now) - r->gp.start;
 	for (int i = 0; i < PHX_GP_PARTS; i++)
 		add_d(parts, phx_gp_part_name(i), p[i]);
 	json_object_object_add(o, "job", json_object_new_uint64(j->id));

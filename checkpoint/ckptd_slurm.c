@@ -5,7 +5,8 @@
  * once on other nodes. Slurm holds a requeued job for about two minutes
  * (its begin time is set 121 s ahead) and refuses an exclusion list while
  * the job runs, so the exclusion and a begin time of now are set once the
- * job is pending again.
+ * job is pending again and done completing: the end of the requeue sets
+ * the begin time once more.
  */
 #include "config.h"
 
@@ -43,6 +44,7 @@ int ckptd_slurm_job(uint32_t id, struct ckptd_sjob *out, char *err, size_t errle
 	out->completing = !!(ji->job_state & JOB_COMPLETING);
 	out->restarts = ji->restart_cnt;
 	out->start = (double)ji->start_time;
+	out->eligible = (double)ji->eligible_time;
 	snprintf(out->nodes, sizeof(out->nodes), "%s", ji->nodes ? ji->nodes : "");
 	slurm_free_job_info_msg(resp);
 	return 0;

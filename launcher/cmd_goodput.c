@@ -215,7 +215,7 @@ static void print_report(struct json_object *r)
 	       num(r, "max_requeues"));
 	if (num(r, "lost_agents") > 0)
 		printf("last detection %.2f s\n", num(r, "detect_last"));
-	if (num(r, "requeues") > 0)
+	if (num(r, "requeues") > 0 && strcmp(text(r, "phase"), "queue"))
 		printf("last requeue to running %.2f s\n", num(r, "queue_last"));
 	if (*text(r, "exclude"))
 		printf("excluded nodes: %s\n", text(r, "exclude"));
