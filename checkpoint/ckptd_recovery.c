@@ -366,9 +366,21 @@ int ckptd_recovery_event(struct ckptd *d, struct ckptd_conn *c, const struct phx
 		return 1;
 	}
 	if (!strcmp(m->kind, "restart")) {
-		if (j->r.gp.phase == PHX_GP_PH_RUN)
+		struct ckptd_member *mb = m->node ? member(&j->r, m->node, 0) : NULL;
+
+		/* After a crash or hang report the restart is counted already. */
+		if (j->r.gp.phase == PHX_GP_PH_RUN) {
 			phx_gp_fault(&j->r.gp, ckptd_wall(), lag);
+			j->r.restarts++;
+			d->rm.restarts++;
+		}
 		j->r.phase_step = UINT64_MAX;
+		/* Relaunched in the allocation without node: not lost to this daemon. */
+		if (mb && !mb->lost) {
+			mb->lost = 1;
+			phx_info("job %u: restarted in the allocation without node %s", j->id,
+				 m->node);
+		}
 		journal_job(d, j);
 		return 1;
 	}

@@ -596,5 +596,5 @@ int phx_ckpt_client_heartbeat(struct phx_ckpt_client *c, uint64_t step)
 
 unsigned phx_ckpt_client_heartbeat_ms(const struct phx_ckpt_client *c)
 {
-	return c->heartbeat_ms ? (unsigned)c->heartbeat_ms : 1000;
+	return c->heartbeat_ms ? (unsigned)c->heartbeat_ms : 500;
 }

@@ -89,7 +89,7 @@ int phx_ckpt_client_report(struct phx_ckpt_client *c, const char *kind, const ch
  * registered (never queued); call every phx_ckpt_client_heartbeat_ms().
  */
 int phx_ckpt_client_heartbeat(struct phx_ckpt_client *c, uint64_t step);
-/* The period the daemon asked for at registration; 1000 before. */
+/* The period the daemon asked for at registration; 500 before. */
 unsigned phx_ckpt_client_heartbeat_ms(const struct phx_ckpt_client *c);
 
 #endif

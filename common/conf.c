@@ -131,9 +131,9 @@ static const struct conf_key keys[] = {
 	{ "recovery.act", K_BOOL, OFF(recovery.act), 0, 0, NULL, "true", 0,
 	  "phalanx-ckptd drains, requeues and stops jobs through Slurm; false = detect and "
 	  "account only" },
-	{ "recovery.heartbeat_ms", K_INT, OFF(recovery.heartbeat_ms), 100, 60000, NULL, "1000", 0,
+	{ "recovery.heartbeat_ms", K_INT, OFF(recovery.heartbeat_ms), 100, 60000, NULL, "500", 0,
 	  "milliseconds between an agent's heartbeats to phalanx-ckptd" },
-	{ "recovery.lost_after_ms", K_INT, OFF(recovery.lost_after_ms), 300, 600000, NULL, "3000",
+	{ "recovery.lost_after_ms", K_INT, OFF(recovery.lost_after_ms), 300, 600000, NULL, "2000",
 	  0, "milliseconds without a heartbeat after which an agent's node is lost" },
 	{ "recovery.slurm_poll", K_INT, OFF(recovery.slurm_poll_s), 1, 3600, NULL, "5", 0,
 	  "seconds between phalanx-ckptd's looks at a job and its nodes in Slurm" },
