@@ -217,6 +217,13 @@ static void fault(struct ckptd *d, struct ckptd_job *j, const char *node, enum p
 	struct phx_recovery_decision dec;
 
 	start_ledger(j);
+	if (r->rec.stopped) {
+		/* Given up already: the time is accounted, nothing more is done. */
+		if (r->gp.phase == PHX_GP_PH_RUN)
+			phx_gp_fault(&r->gp, ckptd_wall(), detect_s);
+		phx_debug("job %u: %s after the job was stopped", j->id, phx_fault_name(f));
+		return;
+	}
 	phx_recovery_decide(&d->rc, &r->rec, nr ? &nr->r : NULL, node, f, sig, ckptd_wall(), &dec);
 	if (f == PHX_FAULT_STRAGGLER)
 		return;

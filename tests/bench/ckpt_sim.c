@@ -564,6 +564,7 @@ static int train(struct sim *s)
 	wait_until(s, all_flushed, 0);
 	pump(s, 100);
 	phx_ckpt_client_free(s->a[0].c);
+	free(s->a);
 	return 0;
 }
 
@@ -577,6 +578,7 @@ static int report_only(struct sim *s)
 	wait_until(s, all_flushed, 0);
 	pump(s, 100);
 	phx_ckpt_client_free(s->a[0].c);
+	free(s->a);
 	return 0;
 }
 
