@@ -270,7 +270,7 @@ struct ckptd_sjob {
 	char nodes[1024];
 };
 int ckptd_slurm_job(uint32_t id, struct ckptd_sjob *out, char *err, size_t errlen);
-/* Calls fn for each node of hostlist that Slurm shows DOWN, DRAIN or FAIL. */
+/* Calls fn for each node of hostlist that Slurm shows DOWN or FAIL. */
 int ckptd_slurm_bad_nodes(const char *hostlist, void (*fn)(void *arg, const char *node), void *arg,
 			  char *err, size_t errlen);
 int ckptd_slurm_node_down(const char *node, const char *reason, char *err, size_t errlen);

@@ -71,8 +71,8 @@ int ckptd_slurm_bad_nodes(const char *hostlist, void (*fn)(void *arg, const char
 
 		if (!n->name || slurm_hostlist_find(hl, n->name) < 0)
 			continue;
-		if ((st & NODE_STATE_BASE) == NODE_STATE_DOWN || (st & NODE_STATE_DRAIN) ||
-		    (st & NODE_STATE_FAIL))
+		/* A drain alone lets the job finish: an administrator's intent, not a fault. */
+		if ((st & NODE_STATE_BASE) == NODE_STATE_DOWN || (st & NODE_STATE_FAIL))
 			fn(arg, n->name);
 	}
 	slurm_free_node_info_msg(resp);

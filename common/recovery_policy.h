@@ -32,7 +32,7 @@ enum phx_fault {
 	PHX_FAULT_CHECK, /* a health check or phalanx check failed on the node */
 	PHX_FAULT_XID, /* a GPU error in the node's kernel log */
 	PHX_FAULT_LOST, /* the node's agent stopped sending heartbeats */
-	PHX_FAULT_SLURM_DOWN, /* Slurm shows the node DOWN, DRAIN or FAIL */
+	PHX_FAULT_SLURM_DOWN, /* Slurm shows the node DOWN or FAIL */
 	PHX_FAULT_COUNT
 };
 
