@@ -153,6 +153,14 @@ static int setup(struct ckptd *d, struct phx_conf *conf)
 	d->interval_steps = (uint64_t)conf->ckptd.interval_steps;
 	d->interval_seconds = (uint64_t)conf->ckptd.interval_seconds;
 	d->node_mtbf_prior_s = conf->ckptd.node_mtbf_hours * 3600.0;
+	d->rc.user_error_repeats = conf->recovery.user_error_repeats;
+	d->rc.drain_after = conf->recovery.drain_after;
+	d->rc.fault_window_s = conf->recovery.fault_window_s;
+	d->rc.max_requeues = conf->recovery.max_requeues;
+	d->rc_act = conf->recovery.act;
+	d->heartbeat_ms = (unsigned)conf->recovery.heartbeat_ms;
+	d->lost_after_ms = (unsigned)conf->recovery.lost_after_ms;
+	d->slurm_poll_s = (unsigned)conf->recovery.slurm_poll_s;
 	pw = getpwnam(o->slurm_user ? o->slurm_user : "slurm");
 	d->slurm_uid = pw ? pw->pw_uid : (uid_t)-1;
 	if (phx_key_load(o->key_file ? o->key_file : conf->key_file, geteuid(), &d->key, err,
@@ -187,7 +195,7 @@ static void loop(struct ckptd *d)
 	double next_tick = 0;
 
 	while (!d->stop) {
-		int n = epoll_wait(d->epfd, evs, 256, 1000);
+		int n = epoll_wait(d->epfd, evs, 256, 250);
 
 		if (n < 0 && errno != EINTR) {
 			phx_error("epoll_wait: %s", strerror(errno));
@@ -206,6 +214,11 @@ static void loop(struct ckptd *d)
 				ckptd_conn_io(d, p, evs[i].events);
 		}
 		ckptd_reap(d);
+		if (ckptd_now() >= d->next_recovery) {
+			/* A lost agent is declared within a quarter second of its timeout. */
+			ckptd_recovery_tick(d);
+			d->next_recovery = ckptd_now() + 0.25;
+		}
 		if (ckptd_now() >= next_tick) {
 			ckptd_tick(d);
 			ckptd_conn_sweep(d);
@@ -223,6 +236,7 @@ static void teardown(struct ckptd *d)
 		unlink(d->socket_path);
 	ckptd_journal_close(&d->journal);
 	ckptd_catalog_free(d);
+	ckptd_recovery_free(d);
 	OPENSSL_cleanse(&d->key, sizeof(d->key));
 }
 

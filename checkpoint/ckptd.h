@@ -16,6 +16,8 @@
 #include "common/ckpt_commit.h"
 #include "common/ckpt_interval.h"
 #include "common/ckpt_wire.h"
+#include "common/goodput.h"
+#include "common/recovery_policy.h"
 #include "common/token.h"
 
 #define CKPTD_JOB_BUCKETS 4096
@@ -34,6 +36,34 @@ struct ckptd_entry {
 
 struct ckptd_conn;
 
+/* A node of a job's current run, as its heartbeats show it. */
+struct ckptd_member {
+	char node[PHX_MANIFEST_NODE_MAX + 1];
+	double last_hb; /* monotonic; 0 = no heartbeat yet */
+	int lost; /* declared lost (or Slurm showed it down) */
+};
+
+/* What recovery knows of a job; journaled, so it outlives requeues and restarts. */
+struct ckptd_recovery {
+	struct phx_recovery_job rec;
+	struct phx_goodput gp;
+	int on; /* ledger started */
+	int ended;
+	struct ckptd_member *members;
+	size_t nmembers, capmembers;
+	uint64_t phase_step; /* step when the current run began; UINT64_MAX = not heard */
+	uint32_t run; /* this run of the job; agents of an older run are not heard */
+	uint64_t stall_gen; /* newest save generation counted, and its stall */
+	double stall_gen_s;
+	int fix_pending; /* requeued by us: exclusion and begin time still to set */
+	uint32_t slurm_restarts; /* Slurm's restart count last seen */
+	double next_poll; /* monotonic */
+	uint32_t restarts, lost; /* in-job restarts recorded, agents declared lost */
+	double detect_last_s, queue_last_s, requeued_at;
+	char exclude[1024]; /* nodes the job must not run on again */
+	char reason[PHX_RECOVERY_REASON_MAX]; /* the newest decision */
+};
+
 struct ckptd_job {
 	uint32_t id, uid, nodes;
 	int registered; /* shape known: commit state is set up */
@@ -49,6 +79,7 @@ struct ckptd_job {
 		uint64_t gen;
 		double t0;
 	} first[PHX_COMMIT_MAX_OPEN]; /* when each open generation's first prepare came */
+	struct ckptd_recovery r;
 	struct ckptd_job *next;
 };
 
@@ -68,6 +99,19 @@ struct ckptd_metrics {
 };
 
 extern const double ckptd_commit_buckets[8];
+
+/* One node's fault history across jobs (recovery_policy.h). */
+struct ckptd_node {
+	char name[PHX_MANIFEST_NODE_MAX + 1];
+	struct phx_recovery_node r;
+	char reason[PHX_RECOVERY_REASON_MAX]; /* why it was drained */
+};
+
+struct ckptd_recovery_metrics {
+	uint64_t heartbeats, lost, restarts, requeues, drains, resumes, stops, slurm_errors;
+	double detect_s_sum, queue_s_sum;
+	uint64_t queue_n;
+};
 
 struct ckptd_opts {
 	const char *conf_path;
@@ -98,6 +142,14 @@ struct ckptd {
 	enum phx_ckpt_interval_mode interval_mode;
 	uint64_t interval_steps, interval_seconds;
 	struct ckptd_metrics m;
+	/* Recovery (recovery.* in phalanx.yaml). */
+	struct phx_recovery_conf rc;
+	int rc_act; /* drain, requeue and stop through Slurm; 0 = detect and account only */
+	unsigned heartbeat_ms, lost_after_ms, slurm_poll_s;
+	struct ckptd_node *nodes;
+	size_t nnodes, capnodes;
+	struct ckptd_recovery_metrics rm;
+	double next_recovery;
 	void *mhd;
 	int mhd_fd;
 	double started;
@@ -120,6 +172,8 @@ struct ckptd_conn {
 	uid_t peer_uid; /* admin: SO_PEERCRED */
 	int authed, out_armed, dead;
 	double since; /* accepted at */
+	double last_hb; /* monotonic time of the newest heartbeat; 0 = none */
+	uint32_t run; /* the job's run it registered in */
 	struct ckptd_conn *next_dead;
 	struct ckptd_conn *prev, *next; /* every open connection */
 };
@@ -190,6 +244,43 @@ int ckptd_journal_put(struct ckptd_journal *jr, const char *body, size_t len, ch
 		      size_t errlen);
 void ckptd_journal_close(struct ckptd_journal *jr);
 uint32_t ckptd_crc32(const void *data, size_t len);
+
+/* ckptd_recovery.c: heartbeats, faults, decisions, the goodput ledger. */
+double ckptd_wall(void);
+void ckptd_recovery_registered(struct ckptd *d, struct ckptd_conn *c);
+void ckptd_recovery_heartbeat(struct ckptd *d, struct ckptd_conn *c, uint64_t step);
+/* A recovery event (kind of protocol version 2, or save); 1 if it was one. */
+int ckptd_recovery_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m);
+void ckptd_recovery_commit(struct ckptd *d, struct ckptd_job *j);
+/* Four times a second: lost agents, Slurm polls, pending requeue fixes. */
+void ckptd_recovery_tick(struct ckptd *d);
+struct json_object *ckptd_goodput_json(struct ckptd *d, struct ckptd_job *j);
+struct json_object *ckptd_untrusted_json(struct ckptd *d);
+/* Journal records of recovery: {"op":"recovery", ...}. */
+char *ckptd_recovery_record(const struct ckptd_job *j);
+int ckptd_recovery_replay(struct ckptd *d, struct json_object *o, char *err, size_t errlen);
+void ckptd_recovery_free(struct ckptd *d);
+
+/* ckptd_slurm.c: libslurm calls recovery makes. */
+struct ckptd_sjob {
+	int state; /* JOB_* base state */
+	int completing;
+	uint32_t restarts;
+	double start, eligible; /* realtime */
+	char nodes[1024];
+};
+int ckptd_slurm_job(uint32_t id, struct ckptd_sjob *out, char *err, size_t errlen);
+/* Calls fn for each node of hostlist that Slurm shows DOWN or FAIL. */
+int ckptd_slurm_bad_nodes(const char *hostlist, void (*fn)(void *arg, const char *node), void *arg,
+			  char *err, size_t errlen);
+int ckptd_slurm_node_down(const char *node, const char *reason, char *err, size_t errlen);
+int ckptd_slurm_node_resume(const char *node, char *err, size_t errlen);
+/* The node's reason in Slurm ("" when none), to resume only what Phalanx drained. */
+int ckptd_slurm_node_reason(const char *node, char *out, size_t len, char *err, size_t errlen);
+int ckptd_slurm_requeue(uint32_t id, char *err, size_t errlen);
+/* Pending job: exclude nodes (comma list), eligible now. */
+int ckptd_slurm_fix(uint32_t id, const char *exclude, char *err, size_t errlen);
+int ckptd_slurm_cancel(uint32_t id, char *err, size_t errlen);
 
 /* ckptd_metrics.c */
 int ckptd_metrics_start(struct ckptd *d, const char *hostport, char *err, size_t errlen);

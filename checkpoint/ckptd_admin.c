@@ -170,6 +170,21 @@ static void on_status(struct ckptd *d, struct ckptd_conn *c)
 	json_object_object_add(o, "jobs", jobs);
 	json_object_object_add(o, "agents", json_object_new_uint64(d->agents));
 	json_object_object_add(o, "generations", json_object_new_uint64(gens));
+	/* Nodes drained by Phalanx that wait for a passing check: everyone may see them. */
+	json_object_object_add(o, "untrusted", ckptd_untrusted_json(d));
+	ckptd_send(d, c, o);
+}
+
+static void on_goodput(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
+{
+	struct ckptd_job *j = job_for(d, c, m->job);
+	struct json_object *o;
+
+	if (!j)
+		return;
+	o = phx_wire_new(PHX_MSG_GOODPUT);
+	json_object_object_add(o, "job", json_object_new_uint64(j->id));
+	json_object_object_add(o, "report", ckptd_goodput_json(d, j));
 	ckptd_send(d, c, o);
 }
 
@@ -195,6 +210,9 @@ void ckptd_admin_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg 
 		break;
 	case PHX_MSG_STATUS:
 		on_status(d, c);
+		break;
+	case PHX_MSG_GOODPUT:
+		on_goodput(d, c, m);
 		break;
 	default:
 		ckptd_refuse(d, c, "%s: not an admin message", phx_msg_name(m->type));

@@ -111,7 +111,9 @@ static void on_register(struct ckptd *d, struct ckptd_conn *c, const struct phx_
 	json_object_object_add(o, "committed", json_object_new_uint64(j->commit.committed));
 	json_object_object_add(o, "step", json_object_new_uint64(j->commit.committed_step));
 	json_object_object_add(o, "keep", json_object_new_int(d->keep));
+	json_object_object_add(o, "heartbeat_ms", json_object_new_uint64(d->heartbeat_ms));
 	ckptd_send(d, c, o);
+	ckptd_recovery_registered(d, c);
 	phx_debug("job %u: agent of node %s registered (%zu connected)", j->id, c->node,
 		  j->nagents);
 }
@@ -183,6 +185,8 @@ static void on_prepare(struct ckptd *d, struct ckptd_conn *c, const struct phx_w
 				  (unsigned long long)m->gen, err);
 			phx_commit_abort(&j->commit, m->gen);
 			send_aborted(d, j, m->gen, "the daemon could not journal the commit");
+		} else {
+			ckptd_recovery_commit(d, j);
 		}
 		break;
 	case PHX_COMMIT_ABORTED:
@@ -250,6 +254,8 @@ static void on_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wir
 {
 	struct ckptd_job *j = c->job;
 
+	if (ckptd_recovery_event(d, c, m))
+		return;
 	if (!strcmp(m->kind, "save")) {
 		d->m.saves++;
 		d->m.saved_bytes += m->bytes;
@@ -265,7 +271,7 @@ static void on_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wir
 	} else if (!strcmp(m->kind, "failure")) {
 		phx_info("job %u: node %s reports a failure", j->id, m->node ? m->node : c->node);
 		ckptd_note_failure(d, j);
-	} else {
+	} else if (!strcmp(m->kind, "node_bad")) {
 		d->m.node_bad++;
 		phx_warn("job %u: node %s reports node %s bad", j->id, c->node, m->node);
 	}
@@ -309,6 +315,9 @@ void ckptd_agent_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg 
 		break;
 	case PHX_MSG_INTERVAL:
 		on_interval(d, c);
+		break;
+	case PHX_MSG_HEARTBEAT:
+		ckptd_recovery_heartbeat(d, c, m->step);
 		break;
 	default:
 		ckptd_refuse(d, c, "%s: not a message an agent sends", phx_msg_name(m->type));

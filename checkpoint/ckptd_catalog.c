@@ -64,6 +64,7 @@ static void job_free(struct ckptd_job *j)
 		entry_free(&j->gens[i]);
 	free(j->gens);
 	free(j->agents);
+	free(j->r.members);
 	if (j->registered)
 		phx_commit_job_free(&j->commit);
 	free(j);
@@ -82,7 +83,7 @@ static void job_forget(struct ckptd *d, struct ckptd_job *gone)
 
 void ckptd_job_drop_if_empty(struct ckptd *d, struct ckptd_job *j)
 {
-	if (!j->registered && !j->ngens && !j->nagents)
+	if (!j->registered && !j->ngens && !j->nagents && !j->r.on)
 		job_forget(d, j);
 }
 
@@ -515,6 +516,8 @@ int ckptd_catalog_replay(void *arg, const char *body, size_t len, char *err, siz
 		rc = replay_rm(d, o, err, errlen);
 	else if (!strcmp(op, "stats"))
 		rc = replay_stats(d, o, err, errlen);
+	else if (!strcmp(op, "recovery"))
+		rc = ckptd_recovery_replay(d, o, err, errlen);
 	else
 		phx_errf(err, errlen, "unknown record \"%s\"", op);
 out:
@@ -552,7 +555,13 @@ static int emit(void *arg, struct ckptd_journal *out, char *err, size_t errlen)
 	free(text);
 	for (size_t b = 0; !rc && b < CKPTD_JOB_BUCKETS; b++)
 		for (struct ckptd_job *j = d->jobs[b]; !rc && j; j = j->next) {
-			if (!j->registered)
+			if (j->r.on) {
+				text = ckptd_recovery_record(j);
+				rc = text ? ckptd_journal_put(out, text, strlen(text), err, errlen)
+					  : -1;
+				free(text);
+			}
+			if (rc || !j->registered)
 				continue;
 			text = job_record(j);
 			rc = text ? ckptd_journal_put(out, text, strlen(text), err, errlen) : -1;

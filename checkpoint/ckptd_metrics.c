@@ -55,6 +55,59 @@ static void metric(struct buf *b, const char *name, const char *type, const char
 	    name, help, name, type, name, v);
 }
 
+/* Per job: where its wall time went (phalanx-ckptd(8), GOODPUT). */
+static void goodput_metrics(struct buf *b, struct ckptd *d)
+{
+	double now = ckptd_wall(), p[PHX_GP_PARTS], wall;
+
+	out(b, "# HELP phalanx_ckptd_goodput_seconds A job's wall time by part.\n"
+	       "# TYPE phalanx_ckptd_goodput_seconds gauge\n");
+	for (size_t i = 0; i < CKPTD_JOB_BUCKETS; i++)
+		for (struct ckptd_job *j = d->jobs[i]; j; j = j->next) {
+			if (!j->r.on)
+				continue;
+			phx_gp_snapshot(&j->r.gp, now, p);
+			for (int k = 0; k < PHX_GP_PARTS; k++)
+				out(b,
+				    "phalanx_ckptd_goodput_seconds{job=\"%u\",part=\"%s\"} %.3f\n",
+				    j->id, phx_gp_part_name(k), p[k]);
+		}
+	out(b, "# HELP phalanx_ckptd_goodput_ratio Productive time over wall time.\n"
+	       "# TYPE phalanx_ckptd_goodput_ratio gauge\n");
+	for (size_t i = 0; i < CKPTD_JOB_BUCKETS; i++)
+		for (struct ckptd_job *j = d->jobs[i]; j; j = j->next) {
+			if (!j->r.on)
+				continue;
+			wall = phx_gp_snapshot(&j->r.gp, now, p);
+			out(b, "phalanx_ckptd_goodput_ratio{job=\"%u\"} %.6f\n", j->id,
+			    wall > 0 ? p[PHX_GP_PRODUCTIVE] / wall : 0.0);
+		}
+	metric(b, "heartbeats_total", "counter", "Agent heartbeats received.",
+	       (double)d->rm.heartbeats);
+	metric(b, "agents_lost_total", "counter", "Agents declared lost (no heartbeat).",
+	       (double)d->rm.lost);
+	out(b,
+	    "# HELP phalanx_ckptd_detect_seconds From a lost agent's last heartbeat to its "
+	    "declaration.\n# TYPE phalanx_ckptd_detect_seconds summary\n"
+	    "phalanx_ckptd_detect_seconds_sum %.3f\nphalanx_ckptd_detect_seconds_count %llu\n",
+	    d->rm.detect_s_sum, (unsigned long long)d->rm.lost);
+	out(b,
+	    "# HELP phalanx_ckptd_requeue_queue_seconds From a requeue to running again.\n"
+	    "# TYPE phalanx_ckptd_requeue_queue_seconds summary\n"
+	    "phalanx_ckptd_requeue_queue_seconds_sum %.3f\n"
+	    "phalanx_ckptd_requeue_queue_seconds_count %llu\n",
+	    d->rm.queue_s_sum, (unsigned long long)d->rm.queue_n);
+	metric(b, "restarts_total", "counter", "In-job restarts recorded.", (double)d->rm.restarts);
+	metric(b, "requeues_total", "counter", "Jobs requeued.", (double)d->rm.requeues);
+	metric(b, "drains_total", "counter", "Nodes drained by recovery.", (double)d->rm.drains);
+	metric(b, "resumes_total", "counter", "Drained nodes resumed after a passing check.",
+	       (double)d->rm.resumes);
+	metric(b, "stops_total", "counter", "Jobs given up (user error or max_requeues).",
+	       (double)d->rm.stops);
+	metric(b, "slurm_errors_total", "counter", "Slurm calls of recovery that failed.",
+	       (double)d->rm.slurm_errors);
+}
+
 char *ckptd_metrics_text(struct ckptd *d)
 {
 	const struct ckptd_metrics *m = &d->m;
@@ -112,6 +165,7 @@ char *ckptd_metrics_text(struct ckptd *d)
 	       (double)m->journal_compactions);
 	metric(&b, "uptime_seconds", "gauge", "Seconds since the daemon started.",
 	       ckptd_now() - d->started);
+	goodput_metrics(&b, d);
 	return b.s;
 }
 

@@ -49,6 +49,7 @@ struct phx_ckpt_client {
 	unsigned backoff_ms;
 	int64_t next_try_ms;
 	uint64_t rng;
+	uint64_t heartbeat_ms; /* asked for by the daemon; 0 = not said */
 };
 
 static int64_t now_ms(void)
@@ -269,6 +270,7 @@ static int on_msg(struct phx_ckpt_client *c, const struct phx_wire_msg *m)
 			json_object_object_add(o, "interval", json_object_new_string(c->interval));
 		return send_obj(c, o);
 	case PHX_MSG_REGISTERED:
+		c->heartbeat_ms = m->heartbeat_ms;
 		ready(c);
 		if (c->ops.connected)
 			c->ops.connected(c->arg, m->committed, m->step);
@@ -563,4 +565,36 @@ int phx_ckpt_client_event(struct phx_ckpt_client *c, const char *kind, const cha
 	if (bytes)
 		json_object_object_add(o, "bytes", json_object_new_uint64(bytes));
 	return submit(c, o, 0);
+}
+
+int phx_ckpt_client_report(struct phx_ckpt_client *c, const char *kind, const char *node,
+			   uint64_t step, uint64_t value, const char *reason)
+{
+	struct json_object *o = phx_wire_new(PHX_MSG_EVENT);
+
+	json_object_object_add(o, "kind", json_object_new_string(kind));
+	if (node)
+		json_object_object_add(o, "node", json_object_new_string(node));
+	json_object_object_add(o, "step", json_object_new_uint64(step));
+	json_object_object_add(o, "value", json_object_new_uint64(value));
+	if (reason && *reason)
+		json_object_object_add(o, "reason", json_object_new_string(reason));
+	return submit(c, o, 0);
+}
+
+int phx_ckpt_client_heartbeat(struct phx_ckpt_client *c, uint64_t step)
+{
+	struct json_object *o;
+
+	/* A heartbeat says "alive now": one kept for later would lie. */
+	if (c->st != ST_READY)
+		return 0;
+	o = phx_wire_new(PHX_MSG_HEARTBEAT);
+	json_object_object_add(o, "step", json_object_new_uint64(step));
+	return send_obj(c, o);
+}
+
+unsigned phx_ckpt_client_heartbeat_ms(const struct phx_ckpt_client *c)
+{
+	return c->heartbeat_ms ? (unsigned)c->heartbeat_ms : 500;
 }

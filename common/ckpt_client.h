@@ -74,5 +74,22 @@ int phx_ckpt_client_interval(struct phx_ckpt_client *c);
 /* kind: "save", "persist", "failure", "node_bad"; node NULL = this node; 0 = absent. */
 int phx_ckpt_client_event(struct phx_ckpt_client *c, const char *kind, const char *node,
 			  uint64_t gen, uint64_t value, uint64_t bytes);
+/*
+ * Recovery reports (protocol version 2; phalanx-ckptd(8) says what the
+ * daemon does with each): kind "crash" (reason = the failure's signature,
+ * e.g. "ValueError@step 1200"), "hang", "straggler" (value = microseconds
+ * lost), "check" (node, value 1 passed or 0 failed), "xid" (node, value =
+ * XID), "restart", "done". step = the newest training step; node NULL =
+ * this node. Queued like other reports while the daemon is away.
+ */
+int phx_ckpt_client_report(struct phx_ckpt_client *c, const char *kind, const char *node,
+			   uint64_t step, uint64_t value, const char *reason);
+/*
+ * Says this node is alive at training step step. Sent only while
+ * registered (never queued); call every phx_ckpt_client_heartbeat_ms().
+ */
+int phx_ckpt_client_heartbeat(struct phx_ckpt_client *c, uint64_t step);
+/* The period the daemon asked for at registration; 500 before. */
+unsigned phx_ckpt_client_heartbeat_ms(const struct phx_ckpt_client *c);
 
 #endif

@@ -19,16 +19,17 @@
 #include "common/log.h"
 
 static const char *const names[PHX_MSG_COUNT] = {
-	[PHX_MSG_HELLO] = "hello",	 [PHX_MSG_CHALLENGE] = "challenge",
-	[PHX_MSG_AUTH] = "auth",	 [PHX_MSG_WELCOME] = "welcome",
-	[PHX_MSG_REGISTER] = "register", [PHX_MSG_REGISTERED] = "registered",
-	[PHX_MSG_PREPARE] = "prepare",	 [PHX_MSG_ABORT] = "abort",
-	[PHX_MSG_COMMIT] = "commit",	 [PHX_MSG_ABORTED] = "aborted",
-	[PHX_MSG_QUERY] = "query",	 [PHX_MSG_MANIFEST] = "manifest",
-	[PHX_MSG_EVENT] = "event",	 [PHX_MSG_INTERVAL] = "interval",
-	[PHX_MSG_ERROR] = "error",	 [PHX_MSG_LS] = "ls",
-	[PHX_MSG_LIST] = "list",	 [PHX_MSG_RM] = "rm",
-	[PHX_MSG_REMOVED] = "removed",	 [PHX_MSG_STATUS] = "status",
+	[PHX_MSG_HELLO] = "hello",	   [PHX_MSG_CHALLENGE] = "challenge",
+	[PHX_MSG_AUTH] = "auth",	   [PHX_MSG_WELCOME] = "welcome",
+	[PHX_MSG_REGISTER] = "register",   [PHX_MSG_REGISTERED] = "registered",
+	[PHX_MSG_PREPARE] = "prepare",	   [PHX_MSG_ABORT] = "abort",
+	[PHX_MSG_COMMIT] = "commit",	   [PHX_MSG_ABORTED] = "aborted",
+	[PHX_MSG_QUERY] = "query",	   [PHX_MSG_MANIFEST] = "manifest",
+	[PHX_MSG_EVENT] = "event",	   [PHX_MSG_INTERVAL] = "interval",
+	[PHX_MSG_ERROR] = "error",	   [PHX_MSG_LS] = "ls",
+	[PHX_MSG_LIST] = "list",	   [PHX_MSG_RM] = "rm",
+	[PHX_MSG_REMOVED] = "removed",	   [PHX_MSG_STATUS] = "status",
+	[PHX_MSG_HEARTBEAT] = "heartbeat", [PHX_MSG_GOODPUT] = "goodput",
 };
 
 const char *phx_msg_name(enum phx_msg type)
@@ -251,26 +252,44 @@ static int d_prepare(struct ctx *c)
 	return 0;
 }
 
+static int opt_u64(struct ctx *c, const char *key, uint64_t *out, int *has)
+{
+	*has = 0;
+	*out = 0;
+	return phx_json_u64(c->o, c->what, key, 0, GEN_MAX, out, has, c->err, c->errlen);
+}
+
 static int d_event(struct ctx *c)
 {
-	static const char *const kinds[] = { "save", "persist", "failure", "node_bad", NULL };
+	static const char *const kinds[] = { "save",  "persist", "failure",   "node_bad",
+					     "crash", "hang",	 "straggler", "check",
+					     "xid",   "restart", "done",      NULL };
 	const char *const *k;
+	const char *kind;
 
 	if (str(c, "kind", 16, 0, &c->m->kind, 0) < 0)
 		return -1;
-	for (k = kinds; *k && strcmp(*k, c->m->kind); k++)
+	kind = c->m->kind;
+	for (k = kinds; *k && strcmp(*k, kind); k++)
 		;
 	if (!*k)
 		return phx_errf(c->err, c->errlen,
-				"event: \"kind\" \"%s\" is not save, persist, failure or node_bad",
-				c->m->kind);
+				"event: \"kind\" \"%s\" is not save, persist, failure, node_bad, "
+				"crash, hang, straggler, check, xid, restart or done",
+				kind);
 	if (str(c, "node", PHX_MANIFEST_NODE_MAX, 0, &c->m->node, 1) < 0 ||
-	    gen_field(c, 1, 1) < 0 || u64(c, "value", 0, GEN_MAX, &c->m->value, 1) < 0 ||
-	    u64(c, "bytes", 0, GEN_MAX, &c->m->bytes, 1) < 0)
+	    gen_field(c, 1, 1) < 0 || opt_u64(c, "value", &c->m->value, &c->m->has_value) < 0 ||
+	    u64(c, "bytes", 0, GEN_MAX, &c->m->bytes, 1) < 0 ||
+	    opt_u64(c, "step", &c->m->step, &c->m->has_step) < 0 ||
+	    str(c, "reason", PHX_WIRE_REASON_MAX, 0, &c->m->reason, 1) < 0)
 		return -1;
-	if (!strcmp(c->m->kind, "node_bad") && !c->m->node)
+	if ((!strcmp(kind, "node_bad") || !strcmp(kind, "check") || !strcmp(kind, "xid")) &&
+	    !c->m->node)
+		return phx_errf(c->err, c->errlen, "event: a %s event must name the \"node\"",
+				kind);
+	if (!strcmp(kind, "check") && (!c->m->has_value || c->m->value > 1))
 		return phx_errf(c->err, c->errlen,
-				"event: a node_bad event must name the \"node\"");
+				"event: a check event needs \"value\" 1 (passed) or 0 (failed)");
 	return 0;
 }
 
@@ -331,14 +350,19 @@ static const struct spec specs[] = {
 	{ PHX_MSG_PREPARE, PHX_SIDE_DAEMON, { "gen", "step", "shards" } },
 	{ PHX_MSG_ABORT, PHX_SIDE_DAEMON, { "gen", "reason" } },
 	{ PHX_MSG_QUERY, PHX_SIDE_DAEMON, { "gen", "job" } },
-	{ PHX_MSG_EVENT, PHX_SIDE_DAEMON, { "kind", "node", "gen", "value", "bytes" } },
+	{ PHX_MSG_EVENT,
+	  PHX_SIDE_DAEMON,
+	  { "kind", "node", "gen", "value", "bytes", "step", "reason" } },
+	{ PHX_MSG_HEARTBEAT, PHX_SIDE_DAEMON, { "step" } },
+	{ PHX_MSG_GOODPUT, PHX_SIDE_DAEMON, { "job" } },
+	{ PHX_MSG_GOODPUT, PHX_SIDE_CLIENT, { "job", "report" } },
 	{ PHX_MSG_INTERVAL, PHX_SIDE_DAEMON, { NULL } },
 	{ PHX_MSG_LS, PHX_SIDE_DAEMON, { "job" } },
 	{ PHX_MSG_RM, PHX_SIDE_DAEMON, { "job", "gen" } },
 	{ PHX_MSG_STATUS, PHX_SIDE_DAEMON, { NULL } },
 	{ PHX_MSG_CHALLENGE, PHX_SIDE_CLIENT, { "nonce" } },
 	{ PHX_MSG_WELCOME, PHX_SIDE_CLIENT, { "committed", "step" } },
-	{ PHX_MSG_REGISTERED, PHX_SIDE_CLIENT, { "committed", "step", "keep" } },
+	{ PHX_MSG_REGISTERED, PHX_SIDE_CLIENT, { "committed", "step", "keep", "heartbeat_ms" } },
 	{ PHX_MSG_COMMIT, PHX_SIDE_CLIENT, { "gen", "step", "keep_from" } },
 	{ PHX_MSG_ABORTED, PHX_SIDE_CLIENT, { "gen", "reason" } },
 	{ PHX_MSG_MANIFEST, PHX_SIDE_CLIENT, { "gen", "manifest" } },
@@ -346,7 +370,7 @@ static const struct spec specs[] = {
 	{ PHX_MSG_ERROR, PHX_SIDE_CLIENT, { "reason" } },
 	{ PHX_MSG_LIST, PHX_SIDE_CLIENT, { "generations" } },
 	{ PHX_MSG_REMOVED, PHX_SIDE_CLIENT, { "job", "gen" } },
-	{ PHX_MSG_STATUS, PHX_SIDE_CLIENT, { "jobs", "agents", "generations" } },
+	{ PHX_MSG_STATUS, PHX_SIDE_CLIENT, { "jobs", "agents", "generations", "untrusted" } },
 };
 
 static const struct spec *spec_of(enum phx_msg type, enum phx_wire_side side)
@@ -386,7 +410,11 @@ static int decode_fields(struct ctx *c, enum phx_wire_side side)
 		if (u64(c, "committed", 0, GEN_MAX, &m->committed, 0) < 0 ||
 		    u64(c, "step", 0, GEN_MAX, &m->step, 0) < 0)
 			return -1;
-		return m->type == PHX_MSG_WELCOME ? 0 : u32(c, "keep", 1, 1000, &m->keep, 0);
+		if (m->type == PHX_MSG_WELCOME)
+			return 0;
+		if (u32(c, "keep", 1, 1000, &m->keep, 0) < 0)
+			return -1;
+		return u64(c, "heartbeat_ms", 1, 3600000, &m->heartbeat_ms, 1);
 	case PHX_MSG_PREPARE:
 		return d_prepare(c);
 	case PHX_MSG_ABORT:
@@ -404,6 +432,17 @@ static int decode_fields(struct ctx *c, enum phx_wire_side side)
 		return d_manifest(c);
 	case PHX_MSG_EVENT:
 		return d_event(c);
+	case PHX_MSG_HEARTBEAT:
+		return opt_u64(c, "step", &m->step, &m->has_step);
+	case PHX_MSG_GOODPUT:
+		if (job_field(c, 0) < 0)
+			return -1;
+		if (side == PHX_SIDE_DAEMON)
+			return 0;
+		if (!json_object_object_get_ex(c->o, "report", &m->payload) ||
+		    !json_object_is_type(m->payload, json_type_object))
+			return phx_errf(c->err, c->errlen, "goodput: \"report\" must be an object");
+		return 0;
 	case PHX_MSG_INTERVAL:
 		return d_interval(c, side);
 	case PHX_MSG_ERROR:
@@ -450,9 +489,9 @@ int phx_wire_decode_json(const char *body, size_t len, enum phx_wire_side side,
 	m->obj = c.o;
 	if (phx_json_u64(c.o, "message", "v", 0, UINT32_MAX, &v, NULL, err, errlen) < 0)
 		goto fail;
-	if (v != PHX_WIRE_VERSION) {
-		phx_errf(err, errlen, "message: protocol version %llu, this build speaks %d",
-			 (unsigned long long)v, PHX_WIRE_VERSION);
+	if (v < PHX_WIRE_VERSION_MIN || v > PHX_WIRE_VERSION) {
+		phx_errf(err, errlen, "message: protocol version %llu, this build speaks %d to %d",
+			 (unsigned long long)v, PHX_WIRE_VERSION_MIN, PHX_WIRE_VERSION);
 		goto fail;
 	}
 	if (phx_json_str(c.o, "message", "type", 16, 0, &type, NULL, err, errlen) < 0)
@@ -486,9 +525,9 @@ static int role_may(enum phx_wire_role role, enum phx_msg t)
 {
 	if (role == PHX_ROLE_ADMIN)
 		return t == PHX_MSG_LS || t == PHX_MSG_QUERY || t == PHX_MSG_RM ||
-		       t == PHX_MSG_STATUS;
+		       t == PHX_MSG_STATUS || t == PHX_MSG_GOODPUT;
 	return t == PHX_MSG_PREPARE || t == PHX_MSG_ABORT || t == PHX_MSG_QUERY ||
-	       t == PHX_MSG_EVENT || t == PHX_MSG_INTERVAL;
+	       t == PHX_MSG_EVENT || t == PHX_MSG_INTERVAL || t == PHX_MSG_HEARTBEAT;
 }
 
 static int order_daemon(struct phx_wire_order *o, const struct phx_wire_msg *m, char *err,
@@ -539,8 +578,8 @@ static int order_client(struct phx_wire_order *o, const struct phx_wire_msg *m, 
 	}
 	if (t == PHX_MSG_CHALLENGE || t == PHX_MSG_WELCOME)
 		return phx_errf(err, errlen, "%s: sent twice", phx_msg_name(t));
-	if (o->role == PHX_ROLE_AGENT &&
-	    (t == PHX_MSG_LIST || t == PHX_MSG_REMOVED || t == PHX_MSG_STATUS))
+	if (o->role == PHX_ROLE_AGENT && (t == PHX_MSG_LIST || t == PHX_MSG_REMOVED ||
+					  t == PHX_MSG_STATUS || t == PHX_MSG_GOODPUT))
 		return phx_errf(err, errlen, "%s: an admin reply on an agent's connection",
 				phx_msg_name(t));
 	return 0;

@@ -13,15 +13,25 @@
  *              locations:[{tier, path}]}]}        this node's durable, digested shards
  *   abort     {gen, reason}                       a rank of gen failed
  *   query     {gen}                               gen 0 = newest committed
- *   event     {kind, [node], [gen], [value], [bytes]}
+ *   event     {kind, [node], [gen], [value], [bytes], [step], [reason]}
  *             kind: "save" (value = stall in microseconds, bytes staged),
  *             "persist" (value = lag in milliseconds from stage to durable, bytes),
- *             "failure" (a worker or node failed), "node_bad" (node)
+ *             "failure" (a worker or node failed), "node_bad" (node),
+ *             and since version 2, for recovery (see phalanx-ckptd(8)):
+ *             "crash" (reason = the failure's signature, e.g. exception and
+ *             step; value = microseconds from the failure to this report),
+ *             "hang" (value as crash), "straggler" (value = microseconds the
+ *             ranks waited on node), "check" (node, value 1 passed, 0 failed,
+ *             reason), "xid" (node, value = the XID, reason), "restart" (an
+ *             in-job restart began), "done" (the job ends normally)
+ *   heartbeat {[step]}   (version 2) every recovery.heartbeat_ms; step = the
+ *                        newest training step of the node's ranks
  *   interval  {}                                   ask for the checkpoint interval
  * Daemon -> agent:
  *   challenge {nonce}                              64 hex characters, fresh per connection
  *   welcome   {committed, step}                    newest committed generation (0 = none)
- *   registered{committed, step, keep}
+ *   registered{committed, step, keep, [heartbeat_ms]}  heartbeat_ms: send heartbeats
+ *                                                  this often (version 2)
  *   commit    {gen, step, keep_from}               every rank of gen is prepared; the
  *                                                  manifest is published; gens below
  *                                                  keep_from may be collected
@@ -30,9 +40,11 @@
  *   interval  {mode, steps, seconds}               mode "steps", "seconds" or "auto"
  *   error     {reason}                             then the daemon closes the connection
  * Admin (phalanx ckpt / phalanx status, Unix socket, peer credentials) -> daemon:
- *   hello {role:"admin"}, then: ls {[job]}, query {job, gen}, rm {job, gen}, status {}
+ *   hello {role:"admin"}, then: ls {[job]}, query {job, gen}, rm {job, gen}, status {},
+ *   goodput {job}
  * Daemon -> admin: welcome, list {generations:[{job, gen, step, created, bytes, world}]},
- *   manifest, removed {job, gen}, status {jobs:[...], agents, ...}, error.
+ *   manifest, removed {job, gen}, status {jobs:[...], agents, ...}, error,
+ *   goodput {job, report:{...}} (phalanx-ckptd(8) names the fields).
  */
 #ifndef PHX_CKPT_WIRE_H
 #define PHX_CKPT_WIRE_H
@@ -44,7 +56,8 @@
 #include "common/ckpt_manifest.h"
 #include "common/token.h"
 
-#define PHX_WIRE_VERSION 1
+#define PHX_WIRE_VERSION 2 /* 2: heartbeat, goodput, the recovery events */
+#define PHX_WIRE_VERSION_MIN 1 /* version 1 peers are still understood */
 #define PHX_WIRE_MAX_FRAME (32u << 20) /* a 16k-rank manifest fits with room */
 #define PHX_WIRE_NONCE_HEX 64
 #define PHX_WIRE_MAC_HEX 64
@@ -73,6 +86,8 @@ enum phx_msg {
 	PHX_MSG_RM,
 	PHX_MSG_REMOVED,
 	PHX_MSG_STATUS,
+	PHX_MSG_HEARTBEAT,
+	PHX_MSG_GOODPUT,
 	PHX_MSG_COUNT
 };
 
@@ -88,8 +103,8 @@ struct phx_wire_msg {
 	enum phx_msg type;
 	struct json_object *obj; /* owns the strings below */
 	uint32_t job, uid, nodes, ranks, keep;
-	uint64_t gen, step, value, bytes, committed, keep_from, seconds, steps;
-	int has_gen, has_job;
+	uint64_t gen, step, value, bytes, committed, keep_from, seconds, steps, heartbeat_ms;
+	int has_gen, has_job, has_step, has_value;
 	enum phx_wire_role role;
 	const char *node, *layout, *reason, *nonce, *mac, *kind, *mode, *interval;
 	size_t nshards;

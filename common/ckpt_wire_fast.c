@@ -235,7 +235,8 @@ static int prepare(struct cur *c, struct phx_wire_msg *m)
 	OBJECT(c, keys, 5, {
 		if (k_ == 0 && !str_is(c, "prepare"))
 			return 0;
-		if (k_ == 1 && (!num(c, UINT32_MAX, &v) || v != PHX_WIRE_VERSION))
+		if (k_ == 1 &&
+		    (!num(c, UINT32_MAX, &v) || (v < PHX_WIRE_VERSION_MIN || v > PHX_WIRE_VERSION)))
 			return 0;
 		if (k_ == 2 && !num(c, GEN_MAX, &m->gen))
 			return 0;

@@ -70,6 +70,16 @@ struct phx_conf {
 		int keep;
 	} checkpoint;
 	struct {
+		bool act; /* drain, requeue and stop through Slurm */
+		int heartbeat_ms; /* agents' heartbeat period */
+		int lost_after_ms; /* silence that makes an agent lost */
+		int slurm_poll_s;
+		int user_error_repeats;
+		int drain_after;
+		int fault_window_s;
+		int max_requeues;
+	} recovery;
+	struct {
 		int hang_timeout_s;
 		int max_restarts;
 		int spares; /* driver mode */

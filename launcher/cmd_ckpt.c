@@ -25,6 +25,7 @@
 #include "common/ckpt_wire.h"
 #include "common/conf.h"
 #include "common/log.h"
+#include "launcher/ckptd_request.h"
 #include "launcher/commands.h"
 
 static const char ckpt_usage[] =
@@ -380,6 +381,26 @@ static uint64_t field(struct json_object *o, const char *k)
 	return json_object_object_get_ex(o, k, &v) ? json_object_get_uint64(v) : 0;
 }
 
+/* Nodes Phalanx drained that return to service only after a passing check. */
+static void print_untrusted(struct json_object *status)
+{
+	struct json_object *a, *e, *v;
+	size_t n;
+
+	if (!json_object_object_get_ex(status, "untrusted", &a) ||
+	    !json_object_is_type(a, json_type_array) || !(n = json_object_array_length(a)))
+		return;
+	printf("untrusted nodes (drained; resumed after a passing check):\n");
+	for (size_t i = 0; i < n; i++) {
+		e = json_object_array_get_idx(a, i);
+		json_object_object_get_ex(e, "node", &v);
+		printf("  %-16s %llu faults  ", json_object_get_string(v),
+		       (unsigned long long)field(e, "faults"));
+		json_object_object_get_ex(e, "reason", &v);
+		printf("%s\n", json_object_get_string(v));
+	}
+}
+
 static int do_status(struct admin *a, int json)
 {
 	struct phx_wire_msg m;
@@ -420,6 +441,7 @@ static int do_status(struct admin *a, int json)
 		       (unsigned long long)field(j, "committed"),
 		       (unsigned long long)field(j, "step"), iv);
 	}
+	print_untrusted(m.payload);
 	phx_wire_msg_free(&m);
 	return 0;
 }
@@ -536,6 +558,21 @@ int phx_cmd_status(int argc, char **argv)
 	rc = 1;
 	if (admin_open(&a, o.socket ? o.socket : default_socket(&conf)) == 0)
 		rc = do_status(&a, o.json);
+	admin_close(&a);
+	phx_conf_free(&conf);
+	return rc;
+}
+
+int phx_ckptd_request(const char *socket_path, struct json_object *req, struct phx_wire_msg *m)
+{
+	struct admin a = { .fd = -1 };
+	struct phx_conf conf = { 0 };
+	int rc = -1;
+
+	if (admin_open(&a, socket_path ? socket_path : default_socket(&conf)) == 0)
+		rc = roundtrip(&a, req, m);
+	else
+		json_object_put(req);
 	admin_close(&a);
 	phx_conf_free(&conf);
 	return rc;

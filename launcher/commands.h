@@ -6,6 +6,7 @@
 int phx_cmd_check(int argc, char **argv);
 int phx_cmd_ckpt(int argc, char **argv);
 int phx_cmd_config(int argc, char **argv);
+int phx_cmd_goodput(int argc, char **argv);
 int phx_cmd_health(int argc, char **argv);
 int phx_cmd_hostlist(int argc, char **argv);
 int phx_cmd_keygen(int argc, char **argv);

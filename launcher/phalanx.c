@@ -19,6 +19,7 @@ static const struct phx_command commands[] = {
 	{ "check", phx_cmd_check, "test GPUs and NCCL links of nodes; drain bad ones" },
 	{ "ckpt", phx_cmd_ckpt, "list, verify or remove committed checkpoint generations" },
 	{ "config", phx_cmd_config, "check or show phalanx.yaml" },
+	{ "goodput", phx_cmd_goodput, "where a job's time went; goodput at scale (--model)" },
 	{ "health", phx_cmd_health, "run the node health checks of the job prolog" },
 	{ "hostlist", phx_cmd_hostlist, "expand or compress Slurm host lists" },
 	{ "keygen", phx_cmd_keygen, "create the cluster key that signs job tokens" },

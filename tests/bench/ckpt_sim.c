@@ -11,6 +11,22 @@
  *                  [--shard-dir DIR] [--stats] [--daemon-pid PID]
  *   ckpt_sim query --address A (--key FILE | --token HEX) --job J --uid U
  *                  [--job-nodes M] [--ranks-per-node R] [--gen G]
+ *   ckpt_sim train --address A (--key FILE | --token HEX) --job J --uid U
+ *                  --node-name NAME [--job-nodes M --first-node I] [--seconds S]
+ *                  [--save-every N] [--report KIND[:REASON]] [--report-at STEP]
+ *                  [--report-times K] [--report-node NAME] [--report-value V]
+ *
+ *   ckpt_sim report --address A (--key FILE | --token HEX) --job J --uid U
+ *                  --node-name NAME --report KIND[:REASON] [--report-node N]
+ *                  [--report-value V] [--job-nodes M --first-node I]
+ *
+ * train: one node NAME of the job trains: one step per heartbeat period
+ * the daemon asked for, a heartbeat each step, and (first node only) a
+ * generation every N steps (default 10) with its save stall reported;
+ * prints "step STEP" now and then. At step STEP (--report-at) it sends the
+ * report KIND ("crash", "check", ...) K times, one step apart, then goes
+ * on; S seconds (0 = until killed) end it with "done".
+ * report: registers, sends one report, leaves.
  *
  * run: this process's nodes (N of the job's M, from node I) connect; for
  * each generation every node (or only the first K, or with --no-wait: then
@@ -51,6 +67,7 @@ struct agent {
 	double interval_t; /* when the last interval answer came */
 	uint64_t q_gen, q_step;
 	uint32_t q_world;
+	uint64_t resume_step; /* the committed step the daemon told at registration */
 };
 
 struct sim {
@@ -63,6 +80,12 @@ struct sim {
 	uint64_t first_gen, abort_gen, query_gen;
 	int stats, timeout_s;
 	int daemon_pid; /* sampled around the commit rounds when set */
+	const char *node_name; /* train: this node's name */
+	const char *report, *report_node;
+	uint64_t report_at, report_value, save_every;
+	uint32_t report_times;
+	double seconds;
+	uint64_t prep_step; /* train: the step a prepare names */
 	struct agent *a;
 	double *lat, *round; /* from the last prepare, and from the round's start */
 	size_t nlat;
@@ -80,8 +103,8 @@ static void on_connected(void *arg, uint64_t committed, uint64_t step)
 {
 	struct agent *a = arg;
 
-	(void)step;
 	a->ready = 1;
+	a->resume_step = step;
 	if (committed > a->committed)
 		a->committed = committed;
 }
@@ -240,6 +263,8 @@ static int start(struct sim *s)
 		char node[32];
 
 		snprintf(node, sizeof(node), "sim%05u", s->first_node + i);
+		if (s->node_name)
+			snprintf(node, sizeof(node), "%s", s->node_name);
 		conf.node = node;
 		s->a[i].sim = s;
 		s->a[i].c = phx_ckpt_client_new(&conf, &ops, &s->a[i], err, sizeof(err));
@@ -311,7 +336,8 @@ static void prepare(struct sim *s, uint32_t i, uint64_t gen)
 		sh[k].nlocations = 1;
 	}
 	/* One prepare per node, carrying all its ranks, as an agent sends it. */
-	phx_ckpt_client_prepare(s->a[i].c, gen, gen * 100, sh, s->rpn);
+	phx_ckpt_client_prepare(s->a[i].c, gen, s->prep_step ? s->prep_step : gen * 100, sh,
+				s->rpn);
 	free(path);
 	free(sh);
 }
@@ -472,6 +498,90 @@ static int run(struct sim *s)
 	return rc;
 }
 
+static void send_report(struct sim *s, uint64_t step)
+{
+	char kind[32], *colon;
+
+	snprintf(kind, sizeof(kind), "%s", s->report);
+	colon = strchr(kind, ':');
+	if (colon)
+		*colon = '\0';
+	colon = strchr(s->report, ':');
+	/* Checks and XIDs name a node: this one unless told. */
+	phx_ckpt_client_report(s->a[0].c, kind,
+			       s->report_node				      ? s->report_node
+			       : strcmp(kind, "check") && strcmp(kind, "xid") ? NULL
+									      : s->node_name,
+			       step, s->report_value, colon ? colon + 1 : NULL);
+	printf("reported %s at step %llu\n", s->report, (unsigned long long)step);
+	fflush(stdout);
+}
+
+static int train(struct sim *s)
+{
+	double end, next;
+	uint64_t step = 0, gen = 0;
+	uint32_t reported = 0;
+
+	s->nodes = 1;
+	if (start(s) < 0)
+		return 1;
+	/* Resume where the newest committed generation left off, as a restore would. */
+	gen = s->a[0].committed;
+	step = s->a[0].resume_step;
+	printf("resumed at generation %llu step %llu\n", (unsigned long long)gen,
+	       (unsigned long long)step);
+	fflush(stdout);
+	end = s->seconds > 0 ? now() + s->seconds : 0;
+	next = now();
+	while (!end || now() < end) {
+		unsigned period = phx_ckpt_client_heartbeat_ms(s->a[0].c);
+
+		pump(s, 20);
+		if (now() < next)
+			continue;
+		next += period / 1000.0;
+		step++;
+		phx_ckpt_client_heartbeat(s->a[0].c, step);
+		if (s->save_every && !(step % s->save_every)) {
+			/* A save stalls training for a twentieth of a step; one node says so. */
+			if (s->first_node == 0)
+				phx_ckpt_client_report(s->a[0].c, "save", NULL, step, period * 50,
+						       NULL);
+			s->prep_step = step;
+			prepare(s, 0, ++gen);
+		}
+		if (s->report && step >= s->report_at && reported < s->report_times) {
+			send_report(s, step);
+			reported++;
+		}
+		if (!(step % 10)) {
+			printf("step %llu\n", (unsigned long long)step);
+			fflush(stdout);
+		}
+	}
+	phx_ckpt_client_report(s->a[0].c, "done", NULL, step, 0, NULL);
+	wait_until(s, all_flushed, 0);
+	pump(s, 100);
+	phx_ckpt_client_free(s->a[0].c);
+	free(s->a);
+	return 0;
+}
+
+/* report: one report from a registered agent, then leave. */
+static int report_only(struct sim *s)
+{
+	s->nodes = 1;
+	if (start(s) < 0)
+		return 1;
+	send_report(s, s->a[0].resume_step);
+	wait_until(s, all_flushed, 0);
+	pump(s, 100);
+	phx_ckpt_client_free(s->a[0].c);
+	free(s->a);
+	return 0;
+}
+
 static int query_done(struct sim *s, uint64_t arg)
 {
 	(void)arg;
@@ -514,11 +624,25 @@ int main(int argc, char **argv)
 		{ "first-node", required_argument, NULL, 'F' },
 		{ "shard-dir", required_argument, NULL, 'D' },
 		{ "no-wait", no_argument, NULL, 'W' },
+		{ "node-name", required_argument, NULL, 'M' },
+		{ "seconds", required_argument, NULL, 'S' },
+		{ "save-every", required_argument, NULL, 'e' },
+		{ "report", required_argument, NULL, 'R' },
+		{ "report-at", required_argument, NULL, 'x' },
+		{ "report-times", required_argument, NULL, 'X' },
+		{ "report-node", required_argument, NULL, 'o' },
+		{ "report-value", required_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct sim s = {
-		.job = 1, .uid = 0, .nodes = 1, .rpn = 1, .gens = 1, .first_gen = 1, .timeout_s = 60
-	};
+	struct sim s = { .job = 1,
+			 .uid = 0,
+			 .nodes = 1,
+			 .rpn = 1,
+			 .gens = 1,
+			 .first_gen = 1,
+			 .timeout_s = 60,
+			 .save_every = 10,
+			 .report_times = 1 };
 	struct rlimit rl;
 	const char *cmd = argc > 1 ? argv[1] : "";
 	int c;
@@ -583,6 +707,30 @@ int main(int argc, char **argv)
 		case 'W':
 			s.no_wait = 1;
 			break;
+		case 'M':
+			s.node_name = optarg;
+			break;
+		case 'S':
+			s.seconds = atof(optarg);
+			break;
+		case 'e':
+			s.save_every = strtoull(optarg, NULL, 10);
+			break;
+		case 'R':
+			s.report = optarg;
+			break;
+		case 'x':
+			s.report_at = strtoull(optarg, NULL, 10);
+			break;
+		case 'X':
+			s.report_times = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'o':
+			s.report_node = optarg;
+			break;
+		case 'v':
+			s.report_value = strtoull(optarg, NULL, 10);
+			break;
 		default:
 			fprintf(stderr, "ckpt_sim: bad option\n");
 			return 2;
@@ -607,6 +755,10 @@ int main(int argc, char **argv)
 		return run(&s);
 	if (!strcmp(cmd, "query"))
 		return query(&s);
-	fprintf(stderr, "ckpt_sim: command is run or query\n");
+	if (!strcmp(cmd, "train"))
+		return train(&s);
+	if (!strcmp(cmd, "report") && s.report)
+		return report_only(&s);
+	fprintf(stderr, "ckpt_sim: command is run, query, train or report (with --report)\n");
 	return 2;
 }

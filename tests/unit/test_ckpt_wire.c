@@ -150,7 +150,7 @@ static void test_decode_refusals(void **state)
 {
 	(void)state;
 	expect_refused("{\"type\":\"hello\"}", PHX_SIDE_DAEMON, "missing \"v\"");
-	expect_refused("{\"v\":2,\"type\":\"hello\"}", PHX_SIDE_DAEMON, "protocol version 2");
+	expect_refused("{\"v\":3,\"type\":\"hello\"}", PHX_SIDE_DAEMON, "protocol version 3");
 	expect_refused("{\"v\":1,\"type\":\"bogus\"}", PHX_SIDE_DAEMON, "type \"bogus\"");
 	expect_refused("{\"v\":1,\"type\":\"commit\",\"gen\":1,\"step\":1,\"keep_from\":1}",
 		       PHX_SIDE_DAEMON, "not one phalanx-ckptd reads");
@@ -213,6 +213,55 @@ static void test_decode_fields(void **state)
 	assert_string_equal(m.mode, "auto");
 	assert_int_equal(m.seconds, 613);
 	phx_wire_msg_free(&m);
+}
+
+/* Version 2: heartbeats, recovery events and the goodput report. */
+static void test_recovery_messages(void **state)
+{
+	struct phx_wire_msg m;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(decode("{\"v\":2,\"type\":\"heartbeat\",\"step\":42}", PHX_SIDE_DAEMON, &m,
+				err, sizeof(err)),
+			 0);
+	assert_int_equal(m.type, PHX_MSG_HEARTBEAT);
+	assert_true(m.has_step && m.step == 42);
+	phx_wire_msg_free(&m);
+	assert_int_equal(decode("{\"v\":2,\"type\":\"event\",\"kind\":\"crash\",\"step\":12,"
+				"\"value\":0,\"reason\":\"ValueError@12\"}",
+				PHX_SIDE_DAEMON, &m, err, sizeof(err)),
+			 0);
+	assert_string_equal(m.reason, "ValueError@12");
+	assert_true(m.has_value && m.value == 0 && m.step == 12);
+	phx_wire_msg_free(&m);
+	assert_int_equal(decode("{\"v\":2,\"type\":\"event\",\"kind\":\"check\",\"node\":\"n2\","
+				"\"value\":1}",
+				PHX_SIDE_DAEMON, &m, err, sizeof(err)),
+			 0);
+	phx_wire_msg_free(&m);
+	assert_int_equal(decode("{\"v\":2,\"type\":\"registered\",\"committed\":0,\"step\":0,"
+				"\"keep\":3,\"heartbeat_ms\":500}",
+				PHX_SIDE_CLIENT, &m, err, sizeof(err)),
+			 0);
+	assert_int_equal(m.heartbeat_ms, 500);
+	phx_wire_msg_free(&m);
+	assert_int_equal(decode("{\"v\":2,\"type\":\"goodput\",\"job\":5,\"report\":{}}",
+				PHX_SIDE_CLIENT, &m, err, sizeof(err)),
+			 0);
+	assert_non_null(m.payload);
+	phx_wire_msg_free(&m);
+	expect_refused("{\"v\":2,\"type\":\"event\",\"kind\":\"check\",\"node\":\"n2\"}",
+		       PHX_SIDE_DAEMON, "value");
+	expect_refused("{\"v\":2,\"type\":\"event\",\"kind\":\"xid\",\"value\":79}",
+		       PHX_SIDE_DAEMON, "must name the \"node\"");
+	expect_refused("{\"v\":2,\"type\":\"event\",\"kind\":\"oops\"}", PHX_SIDE_DAEMON,
+		       "is not save");
+	expect_refused("{\"v\":2,\"type\":\"heartbeat\",\"step\":-1}", PHX_SIDE_DAEMON, "step");
+	expect_refused("{\"v\":2,\"type\":\"heartbeat\",\"node\":\"x\"}", PHX_SIDE_DAEMON, "node");
+	expect_refused("{\"v\":2,\"type\":\"goodput\",\"job\":5,\"report\":[]}", PHX_SIDE_CLIENT,
+		       "report");
+	expect_refused("{\"v\":2,\"type\":\"goodput\"}", PHX_SIDE_DAEMON, "job");
 }
 
 static void accept_seq(enum phx_wire_side side, enum phx_wire_role role, const char *const *msgs,
@@ -348,6 +397,7 @@ int main(void)
 		cmocka_unit_test(test_prepare_fast_and_fallback),
 		cmocka_unit_test(test_decode_refusals),
 		cmocka_unit_test(test_decode_fields),
+		cmocka_unit_test(test_recovery_messages),
 		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_auth),
 		cmocka_unit_test(test_writer_socket),

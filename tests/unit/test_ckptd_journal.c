@@ -251,6 +251,46 @@ static void test_compaction(void **state)
 	daemon_free(d);
 }
 
+/* The goodput ledger and the requeue count outlive the daemon, through the journal. */
+static void test_recovery_ledger_replays(void **state)
+{
+	struct ckptd *d = daemon_at("s4", 2);
+	struct ckptd_job *j = ckptd_job_get(d, 13, 1000);
+	double p[PHX_GP_PARTS], q[PHX_GP_PARTS];
+	char err[512], *text;
+
+	(void)state;
+	j->r.on = 1;
+	phx_gp_begin(&j->r.gp, 1000);
+	phx_gp_step(&j->r.gp, 1010);
+	phx_gp_stall(&j->r.gp, 1030, 1.5);
+	phx_gp_fault(&j->r.gp, 1050, 2.25);
+	phx_gp_requeue(&j->r.gp, 1051);
+	j->r.rec.requeues = 1;
+	snprintf(j->r.exclude, sizeof(j->r.exclude), "n2");
+	snprintf(j->r.reason, sizeof(j->r.reason), "phalanx: node n2 lost");
+	text = ckptd_recovery_record(j);
+	assert_int_equal(ckptd_journal_append(&d->journal, text, strlen(text), err, sizeof(err)),
+			 0);
+	free(text);
+	phx_gp_snapshot(&j->r.gp, 1060, p);
+	daemon_free(d);
+
+	d = daemon_at("s4", 2);
+	j = ckptd_job_find(d, 13);
+	assert_non_null(j);
+	assert_true(j->r.on);
+	assert_int_equal(j->r.rec.requeues, 1);
+	assert_int_equal(j->r.gp.phase, PHX_GP_PH_QUEUE);
+	assert_string_equal(j->r.exclude, "n2");
+	assert_string_equal(j->r.reason, "phalanx: node n2 lost");
+	assert_true(phx_gp_snapshot(&j->r.gp, 1060, q) > 59.999 &&
+		    phx_gp_snapshot(&j->r.gp, 1060, q) < 60.001);
+	for (int i = 0; i < PHX_GP_PARTS; i++)
+		assert_true(p[i] - q[i] < 1e-5 && q[i] - p[i] < 1e-5);
+	daemon_free(d);
+}
+
 static void test_bad_register(void **state)
 {
 	struct ckptd *d = daemon_at("s3", 2);
@@ -273,6 +313,7 @@ int main(void)
 		cmocka_unit_test(test_records_and_torn_tail),
 		cmocka_unit_test(test_restart_replays_catalog),
 		cmocka_unit_test(test_compaction),
+		cmocka_unit_test(test_recovery_ledger_replays),
 		cmocka_unit_test(test_bad_register),
 	};
 

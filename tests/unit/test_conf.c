@@ -440,14 +440,15 @@ static void test_unknown_keys(void **state)
 		"placement:\n  colour: red\n",
 		"t.yaml:2:3: unknown key 'placement.colour'; known keys in 'placement': mode, "
 		"topology_conf, hwloc_xml");
-	refused_exact("loglevel: info\n",
-		      "t.yaml:1:1: unknown key 'loglevel'; known top-level keys: log_level, "
-		      "key_file, state_dir, placement, isolation, health, ckptd, checkpoint, "
-		      "launcher, check, fabric; did you mean 'log_level'?");
+	refused_exact(
+		"loglevel: info\n",
+		"t.yaml:1:1: unknown key 'loglevel'; known top-level keys: log_level, "
+		"key_file, state_dir, placement, isolation, health, ckptd, recovery, checkpoint, "
+		"launcher, check, fabric; did you mean 'log_level'?");
 	refused_exact("a: 1\ntimeout: 5\n",
 		      "t.yaml:1:1: unknown key 'a'; known top-level keys: "
 		      "log_level, key_file, state_dir, placement, isolation, health, ckptd, "
-		      "checkpoint, launcher, check, fabric");
+		      "recovery, checkpoint, launcher, check, fabric");
 	refused("health:\n  enabled: true\n  x: 1\n", "t.yaml:3:3: unknown key 'health.x'",
 		"known keys in 'health': enabled, drain_on_failure, timeout");
 	/* Right key, wrong section. */

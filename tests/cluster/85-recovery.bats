@@ -1,0 +1,211 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+#
+# Recovery by phalanx-ckptd (daemon on the host side of the lab, simulated
+# agents in the nodes, tests/bench/ckpt_sim train, heartbeating with the
+# job token the plugin minted): a killed node is declared lost from its
+# missing heartbeats, drained with Phalanx's reason, and the job requeued
+# without it and eligible at once; the goodput ledger accounts for every
+# second; a drained node returns to service after a passing check only; a
+# repeated identical crash stops the job; recovery.max_requeues holds.
+
+load lib
+
+setup_file()
+{
+	require_lab
+	lab_has_plugin || skip "the lab was brought up with --no-plugin (no job tokens)"
+	export LAB_DIR=$(dirname "$(dirname "$SLURM_CONF")")
+	export LAB_CMD=${LAB_CMD:-$BATS_TEST_DIRNAME/lab}
+	export CKPTD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/phx-recovery-lab.XXXXXX")
+	chmod 0755 "$CKPTD_DIR"
+	export CKPTD_ADDR=10.77.${PHX_LAB_ID:-0}.1:$((17702 + 10 * ${PHX_LAB_ID:-0}))
+	export CKPTD_METRICS=127.0.0.1:$((17703 + 10 * ${PHX_LAB_ID:-0}))
+	export SIM=$PHX_BUILD_DIR/tests/bench/ckpt_sim
+	export PHX=$PHX_BUILD_DIR/launcher/phalanx
+	export SOCK=$CKPTD_DIR/ckptd.sock
+	# drain_after 3: a check failure drops a node without draining it, so
+	# the max_requeues test does not use up the lab's nodes.
+	cat >"$CKPTD_DIR/phalanx.yaml" <<-YAML
+		recovery:
+		  heartbeat_ms: 250
+		  lost_after_ms: 2000
+		  slurm_poll: 1
+		  user_error_repeats: 2
+		  drain_after: 3
+		  max_requeues: 2
+	YAML
+	# NODES, then ckpt_sim train options for every node.
+	cat >"$CKPTD_DIR/train.sh" <<-'SH'
+		#!/bin/bash
+		nodes=$1
+		shift
+		exec srun -N"$nodes" --ntasks-per-node=1 bash -c \
+			'exec "$0" train --address "$1" --token "$PHALANX_JOB_TOKEN" \
+				--job "$SLURM_JOB_ID" --uid "$(id -u)" --job-nodes "$SLURM_NNODES" \
+				--first-node "$SLURM_NODEID" --node-name "$SLURMD_NODENAME" \
+				--timeout 30 "${@:2}"' "$SIM" "$CKPTD_ADDR" "$@"
+	SH
+	chmod 0755 "$CKPTD_DIR/train.sh"
+	"$PHX_BUILD_DIR/checkpoint/phalanx-ckptd" -c "$CKPTD_DIR/phalanx.yaml" \
+		--listen "$CKPTD_ADDR" --socket "$SOCK" --state-dir "$CKPTD_DIR/state" \
+		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" \
+		>>"$CKPTD_DIR/daemon.log" 2>&1 &
+	echo $! >"$CKPTD_DIR/pid"
+	wait_for 10 test -S "$SOCK"
+}
+
+teardown_file()
+{
+	local pid n
+
+	scancel --user="$(id -un)" 2>/dev/null
+	pid=$(cat "$CKPTD_DIR/pid" 2>/dev/null) && kill "$pid" 2>/dev/null
+	for n in node1 node2 node3 node4; do
+		node_state "$n" | grep -q '^down' && "$LAB_CMD" restart-node "$n" >/dev/null 2>&1
+		node_state "$n" | grep -q '^drain' && scontrol update nodename="$n" state=resume
+	done
+	[ -f "$CKPTD_DIR/daemon.log" ] && sed 's/^/# daemon: /' "$CKPTD_DIR/daemon.log" >&3
+	[ -n "${CKPTD_DIR:-}" ] && rm -rf "$CKPTD_DIR"
+}
+
+gp()
+{
+	"$PHX" goodput "$1" --json --socket "$SOCK"
+}
+
+gp_field()
+{
+	gp "$1" | jq -r "$2"
+}
+
+phase_is()
+{
+	[ "$(gp_field "$1" .phase 2>/dev/null)" = "$2" ]
+}
+
+agents_of()
+{
+	"$PHX" status --json --socket "$SOCK" | jq -r ".jobs[] | select(.job == $1) | .agents"
+}
+
+committed_some()
+{
+	[ "$("$PHX" status --json --socket "$SOCK" |
+		jq -r ".jobs[] | select(.job == $1) | .committed")" -ge 1 ] 2>/dev/null
+}
+
+stopped()
+{
+	[ "$(gp_field "$1" .stopped 2>/dev/null)" = true ]
+}
+
+training_on()
+{
+	[ "$(agents_of "$1")" = "$2" ] && phase_is "$1" run
+}
+
+# The parts of the ledger add up to its wall time (to the printed precision).
+parts_add_up()
+{
+	gp "$1" | jq -e '([.parts[]] | add) - .wall | (if . < 0 then -. else . end) < 0.001'
+}
+
+@test "a killed node: lost, drained with Phalanx's reason, the job requeued without it and running at once" {
+	local job victim t_kill nodes
+
+	job=$(sbatch --parsable -N2 --requeue --open-mode=append -o "$CKPTD_DIR/lost.out" \
+		"$CKPTD_DIR/train.sh" 2)
+	wait_for 60 training_on "$job" 2
+	victim=$(scontrol show hostnames "$(job_field "$job" NodeList)" | tail -n 1)
+	# A generation committed before the kill, so that lost work is measured.
+	wait_for 30 committed_some "$job"
+	"$LAB_CMD" kill-node "$victim"
+	t_kill=$(date +%s.%N)
+	wait_for 30 grep -q "node $victim lost" "$CKPTD_DIR/daemon.log"
+	run gp "$job"
+	show_run
+	[ "$(jq -r .lost_agents <<<"$output")" = 1 ]
+	# Drained (and down) with Phalanx's reason, for an administrator to see.
+	run sinfo -h -n "$victim" -o '%E'
+	show_run
+	[[ "$output" == "phalanx: node $victim lost (no agent heartbeat)"* ]]
+	[[ "$(node_state "$victim")" == drain* || "$(node_state "$victim")" == down* ]]
+	# Requeued without the node and eligible now, not after Slurm's two minutes.
+	wait_for 60 training_on "$job" 2
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	nodes=$(scontrol show hostnames "$(job_field "$job" NodeList)")
+	! grep -qx "$victim" <<<"$nodes"
+	[[ "$(job_field "$job" ExcNodeList)" == *"$victim"* ]]
+	# Slurm's own record: eligible again at the requeue, not held for its 121 s.
+	[ "$(date -d "$(job_field "$job" EligibleTime)" +%s)" -lt $((${t_kill%.*} + 100)) ]
+	run gp "$job"
+	show_run
+	[ "$(jq -r .requeues <<<"$output")" = 1 ]
+	jq -e '.parts.detection > 0 and .parts.queue > 0 and .parts.restart > 0 and
+		.parts.productive > 0 and .parts.checkpoint_stall > 0' <<<"$output"
+	parts_add_up "$job"
+	"$PHX" goodput "$job" --socket "$SOCK" | sed 's/^/# /' >&3
+	printf '# detection %s s (lost_after 2 s), requeue to running %s s, kill to running %.2f s\n' \
+		"$(jq -r .detect_last <<<"$output")" "$(jq -r .queue_last <<<"$output")" \
+		"$(echo "$(date +%s.%N) - $t_kill" | bc)" >&3
+	# The node comes back, but stays drained until a check passes on it.
+	"$LAB_CMD" restart-node "$victim"
+	run node_state "$victim"
+	[[ "$output" == drain* ]]
+	"$PHX" status --socket "$SOCK" | grep -q "^  $victim "
+	# What an agent's passing health check (or phalanx check) reports.
+	"$SIM" report --address "$CKPTD_ADDR" --key "$LAB_DIR/etc/phalanx.key" --job "$job" \
+		--uid "$(id -u)" --job-nodes 2 --first-node 1 --node-name "$victim-check" \
+		--report check --report-node "$victim" --report-value 1
+	wait_for 10 node_idle "$victim"
+	! "$PHX" status --socket "$SOCK" | grep -q "^  $victim "
+	scancel "$job"
+}
+
+@test "the same crash twice is a user error: the job stops, not requeued, and says why" {
+	local job
+
+	job=$(sbatch --parsable -N1 --requeue -o /dev/null "$CKPTD_DIR/train.sh" 1 \
+		--report 'crash:ValueError: bad label at step 5' --report-at 5 --report-times 2)
+	wait_for 60 stopped "$job"
+	run gp "$job"
+	show_run
+	jq -e '.stopped and .requeues == 0 and .restarts == 1 and .phase == "done"' <<<"$output"
+	[[ "$(jq -r .reason <<<"$output")" == "user error: the same failure (ValueError: bad label at step 5) 2 times"* ]]
+	wait_for 30 job_finished "$job"
+	[ "$(job_state "$job")" = CANCELLED ]
+	[ "$(job_field "$job" Restarts)" = 0 ]
+	parts_add_up "$job"
+	grep -q "job $job: stopped: user error" "$CKPTD_DIR/daemon.log"
+}
+
+@test "recovery.max_requeues: the third node fault stops the job, saying why" {
+	local job
+
+	# Every run's node fails its check at step 3: requeue, requeue, give up.
+	job=$(sbatch --parsable -N1 --requeue -o /dev/null "$CKPTD_DIR/train.sh" 1 \
+		--report 'check:gpu 1 missing' --report-at 3)
+	wait_for 90 stopped "$job"
+	run gp "$job"
+	show_run
+	jq -e '.requeues == 2 and .stopped' <<<"$output"
+	[[ "$(jq -r .reason <<<"$output")" == "gave up after 2 requeues (recovery.max_requeues)"* ]]
+	# Two runs' nodes excluded; the third run's failure is named in the reason.
+	[ "$(tr ',' '\n' <<<"$(jq -r .exclude <<<"$output")" | sort -u | wc -l)" = 2 ]
+	[[ "$(jq -r .reason <<<"$output")" == *"check failure: gpu 1 missing"* ]]
+	wait_for 30 job_finished "$job"
+	[ "$(job_field "$job" Restarts)" = 2 ]
+	parts_add_up "$job"
+}
+
+@test "the metrics endpoint exports the ledger and the recovery counters" {
+	run curl -sf "http://$CKPTD_METRICS/metrics"
+	show_run
+	[ "$status" -eq 0 ]
+	grep -q '^phalanx_ckptd_goodput_seconds{job="[0-9]*",part="detection"} ' <<<"$output"
+	grep -q '^phalanx_ckptd_goodput_ratio{job=' <<<"$output"
+	grep -q '^phalanx_ckptd_agents_lost_total [1-9]' <<<"$output"
+	grep -q '^phalanx_ckptd_requeues_total [1-9]' <<<"$output"
+	grep -q '^phalanx_ckptd_stops_total [1-9]' <<<"$output"
+}
