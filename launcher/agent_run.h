@@ -10,6 +10,7 @@
 #include <pmix.h>
 
 #include "launcher/agent.h"
+#include "launcher/agent_ckpt.h"
 
 /* PMIx: the agent's identity and the agreement rounds. */
 struct phx_wire {
@@ -70,6 +71,7 @@ struct phx_agent {
 	int shutdown_sig; /* TERM or INT received */
 	cpu_set_t cpus;
 	bool have_cpus;
+	struct phx_ckpt *ckpt; /* checkpoint staging, agent_ckpt.c */
 };
 
 /* Wire-up: facts exchange, placement, this node's rank map. An exit code or 0. */

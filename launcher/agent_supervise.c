@@ -245,6 +245,7 @@ static int restart(struct phx_agent *a, const struct phx_report *r, long first, 
 			 phx_fail_describe(&r[first], what, sizeof(what)), a->map.world,
 			 a->epoch + 1, a->o->max_restarts);
 	phx_agent_stop_all(a);
+	phx_ckpt_restart(a);
 	if (restart_barrier(a, values) < 0)
 		return PHX_EXIT_PMIX;
 	a->epoch++;
@@ -279,6 +280,7 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 	round_key(a, a->rounds, key, sizeof(key));
 	rc = phx_wire_round_finish(&a->wire, key, values, err, sizeof(err));
 	if (rc == 0) {
+		phx_ckpt_round_result(a, values);
 		rc = read_reports(a, values, reports);
 		for (size_t i = 0; i < a->wire.size; i++) {
 			free(values[i]);
@@ -312,6 +314,7 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 	case PHX_ACT_SUCCESS:
 		/* The workers are gone; what they left running is not. */
 		phx_agent_stop_all(a);
+		phx_ckpt_finish(a);
 		if (a->wire.me.rank == 0)
 			phx_info("all %lu workers finished (%u restart(s))", a->map.world,
 				 a->epoch);
@@ -325,9 +328,10 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 
 static int start_round(struct phx_agent *a)
 {
-	char report[256], err[1024], key[64];
+	char report[512], err[1024], key[64];
 
 	phx_report_format(&a->local, report, sizeof(report));
+	phx_ckpt_round_value(a, report, sizeof(report));
 	round_key(a, ++a->rounds, key, sizeof(key));
 	if (phx_wire_round_start(&a->wire, key, report, err, sizeof(err)) < 0) {
 		phx_error("agreement round: %s", err);

@@ -1,0 +1,378 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Finding what to restore when the agent starts: the newest published
+ * generation whose every local shard verifies, trying each shard's
+ * sources in order (node-local directory, then the shared one) and
+ * falling back a generation when a shard has no good source. A shard is
+ * read into a staging buffer while helper threads digest the chunks that
+ * have arrived, so verification costs little beyond the read.
+ */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "common/file.h"
+#include "common/log.h"
+#include "launcher/agent_ckpt_int.h"
+
+#define READ_PIECE (16u << 20)
+#define MANIFEST_MAX (64u << 20)
+
+static int hex_decode(const char *s, unsigned char *out, size_t n)
+{
+	if (strlen(s) != 2 * n)
+		return -1;
+	for (size_t i = 0; i < 2 * n; i++) {
+		char ch = s[i];
+		int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+
+		if (v < 0)
+			return -1;
+		out[i / 2] = (unsigned char)(i % 2 ? (out[i / 2] << 4) | v : v);
+	}
+	return 0;
+}
+
+static int get_int(struct json_object *o, const char *key, int64_t min, int64_t *out)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
+		return -1;
+	*out = json_object_get_int64(v);
+	return *out < min ? -1 : 0;
+}
+
+static const char *get_str(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+static int entry_of(struct json_object *r, enum phx_digest_algo algo, struct phx_ckpt_entry *out,
+		    char *err, size_t errlen)
+{
+	int64_t rank, bytes;
+	const char *digest = get_str(r, "digest"), *file = get_str(r, "file");
+	char want[64];
+
+	if (!json_object_is_type(r, json_type_object) || get_int(r, "rank", 0, &rank) < 0 ||
+	    get_int(r, "bytes", 0, &bytes) < 0 || !digest || !file)
+		return phx_errf(err, errlen, "a shard entry lacks rank, bytes, digest or file");
+	snprintf(want, sizeof(want), "rank-%lld.shard", (long long)rank);
+	/* The file name is derived, never a path taken from the manifest. */
+	if (strcmp(file, want))
+		return phx_errf(err, errlen, "shard file '%.64s' is not '%s'", file, want);
+	if (hex_decode(digest, out->digest, phx_digest_len(algo)) < 0)
+		return phx_errf(err, errlen, "the digest of rank %lld is not %zu hex bytes",
+				(long long)rank, phx_digest_len(algo));
+	out->rank = (unsigned long)rank;
+	out->bytes = (unsigned long long)bytes;
+	out->algo = (int)algo;
+	return 0;
+}
+
+int phx_ckpt_manifest_find(const char *json, unsigned long rank, struct phx_ckpt_entry *out,
+			   char *err, size_t errlen)
+{
+	struct json_object *o = json_tokener_parse(json), *shards;
+	enum phx_digest_algo algo;
+	const char *fmt, *dname;
+	int64_t version, step;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (!o || !json_object_is_type(o, json_type_object)) {
+		phx_errf(err, errlen, "not a JSON object");
+		goto out;
+	}
+	fmt = get_str(o, "format");
+	dname = get_str(o, "digest");
+	if (!fmt || strcmp(fmt, "phalanx-checkpoint") || get_int(o, "version", 1, &version) < 0 ||
+	    version != 1) {
+		phx_errf(err, errlen, "not a version 1 phalanx-checkpoint manifest");
+		goto out;
+	}
+	if (get_int(o, "generation", 0, &step) < 0 || !dname || phx_digest_parse(dname, &algo) < 0 ||
+	    !json_object_object_get_ex(o, "shards", &shards) ||
+	    !json_object_is_type(shards, json_type_array)) {
+		phx_errf(err, errlen, "generation, digest or shards missing or malformed");
+		goto out;
+	}
+	rc = 1;
+	for (size_t i = 0; i < json_object_array_length(shards); i++) {
+		struct phx_ckpt_entry e;
+
+		if (entry_of(json_object_array_get_idx(shards, i), algo, &e, err, errlen) < 0) {
+			rc = -1;
+			break;
+		}
+		if (e.rank == rank && rc == 1) {
+			*out = e;
+			out->step = (long)step;
+			rc = 0;
+		}
+	}
+out:
+	json_object_put(o);
+	return rc;
+}
+
+int ck_buf_alloc(struct phx_ckpt *c, struct ck_buf *b, size_t len)
+{
+	size_t cap = len ? len : 1;
+
+	b->fd = memfd_create("phalanx-shard", MFD_CLOEXEC);
+	if (b->fd < 0)
+		return -1;
+	if (ftruncate(b->fd, (off_t)cap) < 0)
+		goto fail;
+	b->map = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
+	if (b->map == MAP_FAILED) {
+		b->map = NULL;
+		goto fail;
+	}
+	b->cap = cap;
+	b->id = ++c->next_id;
+	b->len = 0;
+	b->state = B_FREE;
+	b->refs = 0;
+	b->digested = false;
+	return 0;
+fail:
+	close(b->fd);
+	b->fd = -1;
+	return -1;
+}
+
+void ck_buf_free(struct ck_buf *b)
+{
+	if (b->map)
+		munmap(b->map, b->cap);
+	if (b->fd >= 0)
+		close(b->fd);
+	memset(b, 0, sizeof(*b));
+	b->fd = -1;
+}
+
+struct reader {
+	int fd;
+	char *dst;
+	size_t len;
+	struct phx_digest_feed *feed;
+	int rc;
+};
+
+static void *read_thread(void *arg)
+{
+	struct reader *r = arg;
+	size_t off = 0;
+
+	while (off < r->len) {
+		size_t want = r->len - off < READ_PIECE ? r->len - off : READ_PIECE;
+		ssize_t n = read(r->fd, r->dst + off, want);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r->rc = n < 0 ? -errno : -EIO;
+			phx_digest_feed_advance(r->feed, off, 1);
+			return NULL;
+		}
+		off += (size_t)n;
+		phx_digest_feed_advance(r->feed, off, 0);
+	}
+	r->rc = 0;
+	return NULL;
+}
+
+/*
+ * Reads path (e->bytes long) into b and checks its digest: 0, or -1 with
+ * why in err. The read runs on its own thread, the digest on the others.
+ */
+static int load_verify(struct phx_ckpt *c, const char *path, const struct phx_ckpt_entry *e,
+		       struct ck_buf *b, char *err, size_t errlen)
+{
+	struct phx_digest_feed feed;
+	struct reader r = { .len = (size_t)e->bytes, .feed = &feed };
+	uint8_t got[PHX_DIGEST_MAX];
+	struct stat st;
+	pthread_t tid;
+	int rc = -1, drc;
+
+	r.fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (r.fd < 0)
+		return phx_errf(err, errlen, "%s: %s", path, strerror(errno));
+	if (fstat(r.fd, &st) < 0 || (unsigned long long)st.st_size != e->bytes) {
+		phx_errf(err, errlen, "%s holds %lld bytes, the manifest says %llu", path,
+			 (long long)st.st_size, e->bytes);
+		goto out;
+	}
+	if (b->fd < 0 || b->cap < r.len) {
+		ck_buf_free(b);
+		if (ck_buf_alloc(c, b, r.len) < 0) {
+			phx_errf(err, errlen, "no memory for %zu bytes: %s", r.len,
+				 strerror(errno));
+			goto out;
+		}
+	}
+	r.dst = b->map;
+	phx_digest_feed_init(&feed);
+	if (pthread_create(&tid, NULL, read_thread, &r)) {
+		read_thread(&r);
+		drc = phx_digest_compute((enum phx_digest_algo)e->algo, b->map, r.len, c->threads,
+					 NULL, got);
+	} else {
+		drc = phx_digest_compute((enum phx_digest_algo)e->algo, b->map, r.len, c->threads,
+					 &feed, got);
+		pthread_join(tid, NULL);
+	}
+	phx_digest_feed_destroy(&feed);
+	if (r.rc) {
+		phx_errf(err, errlen, "reading %s: %s", path, strerror(-r.rc));
+		goto out;
+	}
+	if (drc < 0 || memcmp(got, e->digest, phx_digest_len((enum phx_digest_algo)e->algo))) {
+		phx_errf(err, errlen, "%s does not match its %s digest (corrupt)", path,
+			 phx_digest_name((enum phx_digest_algo)e->algo));
+		goto out;
+	}
+	b->len = r.len;
+	b->step = e->step;
+	memcpy(b->digest, got, sizeof(got));
+	b->digested = true;
+	rc = 0;
+out:
+	close(r.fd);
+	return rc;
+}
+
+/* The rank's entry in any manifest of the generation's directory. */
+static int find_entry(const char *dir, unsigned long rank, struct phx_ckpt_entry *e, char *err,
+		      size_t errlen)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int rc = 1;
+
+	if (!d)
+		return phx_errf(err, errlen, "%s: %s", dir, strerror(errno)), 1;
+	phx_errf(err, errlen, "no manifest in %s lists rank %lu", dir, rank);
+	while (rc == 1 && (de = readdir(d))) {
+		char path[4600], *text = NULL, why[256];
+		size_t len;
+
+		if (strncmp(de->d_name, "manifest-", 9) || !strstr(de->d_name, ".json") ||
+		    strstr(de->d_name, ".tmp"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (phx_file_read(path, MANIFEST_MAX, &text, &len) < 0)
+			continue;
+		rc = phx_ckpt_manifest_find(text, rank, e, why, sizeof(why));
+		if (rc < 0) {
+			phx_warn("ignoring the manifest %s: %s", path, why);
+			rc = 1;
+		}
+		free(text);
+	}
+	closedir(d);
+	return rc;
+}
+
+static int restore_slot(struct phx_ckpt *c, unsigned i, long step)
+{
+	struct ck_slot *s = &c->slot[i];
+	struct ck_buf *b = &s->buf[0];
+	char dir[4200], path[4600], err[1024];
+
+	for (int t = PHX_TIER_LOCAL; t < PHX_TIER_COUNT; t++) {
+		struct phx_ckpt_entry e;
+
+		if (!c->dir[t][0])
+			continue;
+		ck_gen_dir(c, (enum phx_ckpt_tier)t, step, dir, sizeof(dir));
+		if (find_entry(dir, s->rank, &e, err, sizeof(err)) == 0) {
+			snprintf(path, sizeof(path), "%s/rank-%lu.shard", dir, s->rank);
+			if (load_verify(c, path, &e, b, err, sizeof(err)) == 0) {
+				phx_info("rank %lu: generation %ld from the %s tier (%s), verified",
+					 s->rank, step, phx_ckpt_tier_name((enum phx_ckpt_tier)t),
+					 path);
+				b->state = B_STAGED;
+				s->committed = 0;
+				s->loaded = t;
+				return 0;
+			}
+		}
+		phx_warn("rank %lu: generation %ld not usable from the %s tier: %s; trying the "
+			 "next source",
+			 s->rank, step, phx_ckpt_tier_name((enum phx_ckpt_tier)t), err);
+	}
+	return -1;
+}
+
+static size_t list_gens(const struct phx_ckpt *c, long max, long *steps, size_t cap)
+{
+	size_t n = 0;
+
+	for (int t = PHX_TIER_LOCAL; t < PHX_TIER_COUNT; t++) {
+		DIR *d = c->dir[t][0] ? opendir(c->dir[t]) : NULL;
+		struct dirent *e;
+
+		while (d && (e = readdir(d)) && n < cap) {
+			long s = phx_ckpt_gen_parse(e->d_name);
+			bool dup = false;
+
+			for (size_t k = 0; k < n; k++)
+				dup |= steps[k] == s;
+			if (s >= 0 && s <= max && !dup)
+				steps[n++] = s;
+		}
+		if (d)
+			closedir(d);
+	}
+	return n;
+}
+
+static int desc(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+long ck_restore_find(struct phx_ckpt *c, long max)
+{
+	long steps[1024];
+	size_t n = list_gens(c, max, steps, 1024);
+
+	qsort(steps, n, sizeof(*steps), desc);
+	for (size_t k = 0; k < n; k++) {
+		unsigned i;
+
+		for (i = 0; i < c->nproc; i++) {
+			if (restore_slot(c, i, steps[k]) < 0)
+				break;
+		}
+		if (i == c->nproc)
+			return steps[k];
+		phx_warn("generation %ld cannot be restored on %s (rank %lu has no good copy); "
+			 "falling back to the previous generation",
+			 steps[k], c->node, c->slot[i].rank);
+		for (i = 0; i < c->nproc; i++)
+			c->slot[i].committed = -1;
+	}
+	return -1;
+}
