@@ -97,6 +97,17 @@ struct phx_ckpt_entry {
  * manifest is good but does not list the rank, -1 when it is not a
  * manifest (err says why).
  */
+/*
+ * One shard file: persist (digest on helper threads while the file is
+ * written with tmp + fsync + rename + fsync of the directory) and load
+ * (read while helper threads digest what arrived, then compare). 0 or
+ * -errno / -1 with err.
+ */
+int phx_ckpt_persist_file(const char *path, const void *data, size_t len, int algo,
+			  unsigned threads, unsigned char *digest);
+int phx_ckpt_load_file(const char *path, const struct phx_ckpt_entry *e, unsigned threads,
+		       void *dst, char *err, size_t errlen);
+
 int phx_ckpt_manifest_find(const char *json, unsigned long rank, struct phx_ckpt_entry *out,
 			   char *err, size_t errlen);
 

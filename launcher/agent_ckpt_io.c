@@ -92,8 +92,11 @@ static int write_shard(const char *path, const void *data, size_t len)
 }
 
 struct digest_arg {
-	struct phx_ckpt *c;
-	struct ck_job *j;
+	enum phx_digest_algo algo;
+	const void *data;
+	size_t len;
+	unsigned threads;
+	uint8_t *out;
 	int rc;
 };
 
@@ -101,20 +104,46 @@ static void *digest_thread(void *arg)
 {
 	struct digest_arg *d = arg;
 
-	d->rc = phx_digest_compute(d->c->algo, d->j->data, d->j->len, d->c->threads, NULL,
-				   d->j->digest);
+	d->rc = phx_digest_compute(d->algo, d->data, d->len, d->threads, NULL, d->out);
 	return NULL;
+}
+
+/* The digest starts on its own threads; digest_join() waits for it. */
+static bool digest_start(struct digest_arg *d, pthread_t *tid)
+{
+	if (pthread_create(tid, NULL, digest_thread, d) == 0)
+		return true;
+	digest_thread(d);
+	return false;
+}
+
+static int digest_join(struct digest_arg *d, pthread_t tid, bool threaded)
+{
+	if (threaded)
+		pthread_join(tid, NULL);
+	return d->rc;
+}
+
+int phx_ckpt_persist_file(const char *path, const void *data, size_t len, int algo,
+			  unsigned threads, unsigned char *digest)
+{
+	struct digest_arg d = { (enum phx_digest_algo)algo, data, len, threads, digest, -1 };
+	pthread_t tid;
+	bool threaded = digest_start(&d, &tid);
+	int rc = write_shard(path, data, len);
+
+	if (digest_join(&d, tid, threaded) < 0 && !rc)
+		rc = -EIO;
+	return rc;
 }
 
 static void persist(struct phx_ckpt *c, struct ck_job *j)
 {
-	struct digest_arg d = { c, j, -1 };
+	struct digest_arg d = { c->algo, j->data, j->len, c->threads, j->digest, -1 };
 	char dir[4200], path[4300];
 	pthread_t tid;
-	bool threaded = pthread_create(&tid, NULL, digest_thread, &d) == 0;
+	bool threaded = digest_start(&d, &tid);
 
-	if (!threaded)
-		digest_thread(&d);
 	j->written = 1u << PHX_TIER_MEMORY;
 	for (int t = PHX_TIER_LOCAL; t < PHX_TIER_COUNT; t++) {
 		int rc;
@@ -135,9 +164,7 @@ static void persist(struct phx_ckpt *c, struct ck_job *j)
 		}
 		j->written |= 1u << t;
 	}
-	if (threaded)
-		pthread_join(tid, NULL);
-	j->rc = d.rc;
+	j->rc = digest_join(&d, tid, threaded);
 	if (d.rc < 0)
 		phx_error("cannot digest the shard of rank %lu, step %ld", j->rank, j->step);
 }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <stdbool.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,109 +28,6 @@
 
 #define READ_PIECE (16u << 20)
 #define MANIFEST_MAX (64u << 20)
-
-static int hex_decode(const char *s, unsigned char *out, size_t n)
-{
-	if (strlen(s) != 2 * n)
-		return -1;
-	for (size_t i = 0; i < 2 * n; i++) {
-		char ch = s[i];
-		int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-
-		if (v < 0)
-			return -1;
-		out[i / 2] = (unsigned char)(i % 2 ? (out[i / 2] << 4) | v : v);
-	}
-	return 0;
-}
-
-static int get_int(struct json_object *o, const char *key, int64_t min, int64_t *out)
-{
-	struct json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
-		return -1;
-	*out = json_object_get_int64(v);
-	return *out < min ? -1 : 0;
-}
-
-static const char *get_str(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
-static int entry_of(struct json_object *r, enum phx_digest_algo algo, struct phx_ckpt_entry *out,
-		    char *err, size_t errlen)
-{
-	int64_t rank, bytes;
-	const char *digest = get_str(r, "digest"), *file = get_str(r, "file");
-	char want[64];
-
-	if (!json_object_is_type(r, json_type_object) || get_int(r, "rank", 0, &rank) < 0 ||
-	    get_int(r, "bytes", 0, &bytes) < 0 || !digest || !file)
-		return phx_errf(err, errlen, "a shard entry lacks rank, bytes, digest or file");
-	snprintf(want, sizeof(want), "rank-%lld.shard", (long long)rank);
-	/* The file name is derived, never a path taken from the manifest. */
-	if (strcmp(file, want))
-		return phx_errf(err, errlen, "shard file '%.64s' is not '%s'", file, want);
-	if (hex_decode(digest, out->digest, phx_digest_len(algo)) < 0)
-		return phx_errf(err, errlen, "the digest of rank %lld is not %zu hex bytes",
-				(long long)rank, phx_digest_len(algo));
-	out->rank = (unsigned long)rank;
-	out->bytes = (unsigned long long)bytes;
-	out->algo = (int)algo;
-	return 0;
-}
-
-int phx_ckpt_manifest_find(const char *json, unsigned long rank, struct phx_ckpt_entry *out,
-			   char *err, size_t errlen)
-{
-	struct json_object *o = json_tokener_parse(json), *shards;
-	enum phx_digest_algo algo;
-	const char *fmt, *dname;
-	int64_t version, step;
-	int rc = -1;
-
-	memset(out, 0, sizeof(*out));
-	if (!o || !json_object_is_type(o, json_type_object)) {
-		phx_errf(err, errlen, "not a JSON object");
-		goto out;
-	}
-	fmt = get_str(o, "format");
-	dname = get_str(o, "digest");
-	if (!fmt || strcmp(fmt, "phalanx-checkpoint") || get_int(o, "version", 1, &version) < 0 ||
-	    version != 1) {
-		phx_errf(err, errlen, "not a version 1 phalanx-checkpoint manifest");
-		goto out;
-	}
-	if (get_int(o, "generation", 0, &step) < 0 || !dname || phx_digest_parse(dname, &algo) < 0 ||
-	    !json_object_object_get_ex(o, "shards", &shards) ||
-	    !json_object_is_type(shards, json_type_array)) {
-		phx_errf(err, errlen, "generation, digest or shards missing or malformed");
-		goto out;
-	}
-	rc = 1;
-	for (size_t i = 0; i < json_object_array_length(shards); i++) {
-		struct phx_ckpt_entry e;
-
-		if (entry_of(json_object_array_get_idx(shards, i), algo, &e, err, errlen) < 0) {
-			rc = -1;
-			break;
-		}
-		if (e.rank == rank && rc == 1) {
-			*out = e;
-			out->step = (long)step;
-			rc = 0;
-		}
-	}
-out:
-	json_object_put(o);
-	return rc;
-}
 
 int ck_buf_alloc(struct phx_ckpt *c, struct ck_buf *b, size_t len)
 {
@@ -199,15 +97,12 @@ static void *read_thread(void *arg)
 	return NULL;
 }
 
-/*
- * Reads path (e->bytes long) into b and checks its digest: 0, or -1 with
- * why in err. The read runs on its own thread, the digest on the others.
- */
-static int load_verify(struct phx_ckpt *c, const char *path, const struct phx_ckpt_entry *e,
-		       struct ck_buf *b, char *err, size_t errlen)
+int phx_ckpt_load_file(const char *path, const struct phx_ckpt_entry *e, unsigned threads,
+		       void *dst, char *err, size_t errlen)
 {
 	struct phx_digest_feed feed;
-	struct reader r = { .len = (size_t)e->bytes, .feed = &feed };
+	struct reader r = { .len = (size_t)e->bytes, .feed = &feed, .dst = dst };
+	enum phx_digest_algo algo = (enum phx_digest_algo)e->algo;
 	uint8_t got[PHX_DIGEST_MAX];
 	struct stat st;
 	pthread_t tid;
@@ -221,23 +116,12 @@ static int load_verify(struct phx_ckpt *c, const char *path, const struct phx_ck
 			 (long long)st.st_size, e->bytes);
 		goto out;
 	}
-	if (b->fd < 0 || b->cap < r.len) {
-		ck_buf_free(b);
-		if (ck_buf_alloc(c, b, r.len) < 0) {
-			phx_errf(err, errlen, "no memory for %zu bytes: %s", r.len,
-				 strerror(errno));
-			goto out;
-		}
-	}
-	r.dst = b->map;
 	phx_digest_feed_init(&feed);
 	if (pthread_create(&tid, NULL, read_thread, &r)) {
 		read_thread(&r);
-		drc = phx_digest_compute((enum phx_digest_algo)e->algo, b->map, r.len, c->threads,
-					 NULL, got);
+		drc = phx_digest_compute(algo, dst, r.len, threads, NULL, got);
 	} else {
-		drc = phx_digest_compute((enum phx_digest_algo)e->algo, b->map, r.len, c->threads,
-					 &feed, got);
+		drc = phx_digest_compute(algo, dst, r.len, threads, &feed, got);
 		pthread_join(tid, NULL);
 	}
 	phx_digest_feed_destroy(&feed);
@@ -245,19 +129,34 @@ static int load_verify(struct phx_ckpt *c, const char *path, const struct phx_ck
 		phx_errf(err, errlen, "reading %s: %s", path, strerror(-r.rc));
 		goto out;
 	}
-	if (drc < 0 || memcmp(got, e->digest, phx_digest_len((enum phx_digest_algo)e->algo))) {
+	if (drc < 0 || memcmp(got, e->digest, phx_digest_len(algo))) {
 		phx_errf(err, errlen, "%s does not match its %s digest (corrupt)", path,
-			 phx_digest_name((enum phx_digest_algo)e->algo));
+			 phx_digest_name(algo));
 		goto out;
 	}
-	b->len = r.len;
-	b->step = e->step;
-	memcpy(b->digest, got, sizeof(got));
-	b->digested = true;
 	rc = 0;
 out:
 	close(r.fd);
 	return rc;
+}
+
+/* Reads path (e->bytes long) into b and checks its digest: 0, or -1 with why in err. */
+static int load_verify(struct phx_ckpt *c, const char *path, const struct phx_ckpt_entry *e,
+		       struct ck_buf *b, char *err, size_t errlen)
+{
+	if (b->fd < 0 || b->cap < e->bytes) {
+		ck_buf_free(b);
+		if (ck_buf_alloc(c, b, (size_t)e->bytes) < 0)
+			return phx_errf(err, errlen, "no memory for %llu bytes: %s", e->bytes,
+					strerror(errno));
+	}
+	if (phx_ckpt_load_file(path, e, c->threads, b->map, err, errlen) < 0)
+		return -1;
+	b->len = (size_t)e->bytes;
+	b->step = e->step;
+	memcpy(b->digest, e->digest, sizeof(e->digest));
+	b->digested = true;
+	return 0;
 }
 
 /* The rank's entry in any manifest of the generation's directory. */
@@ -323,6 +222,23 @@ static int restore_slot(struct phx_ckpt *c, unsigned i, long step)
 	return -1;
 }
 
+/* Published somewhere: a generation directory with a manifest in it. */
+static bool published(const char *tier_dir, const char *name)
+{
+	char dir[4400];
+	struct dirent *e;
+	bool found = false;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/%s", tier_dir, name);
+	d = opendir(dir);
+	while (d && !found && (e = readdir(d)))
+		found = !strncmp(e->d_name, "manifest-", 9) && !strstr(e->d_name, ".tmp");
+	if (d)
+		closedir(d);
+	return found;
+}
+
 static size_t list_gens(const struct phx_ckpt *c, long max, long *steps, size_t cap)
 {
 	size_t n = 0;
@@ -337,7 +253,7 @@ static size_t list_gens(const struct phx_ckpt *c, long max, long *steps, size_t 
 
 			for (size_t k = 0; k < n; k++)
 				dup |= steps[k] == s;
-			if (s >= 0 && s <= max && !dup)
+			if (s >= 0 && s <= max && !dup && published(c->dir[t], e->d_name))
 				steps[n++] = s;
 		}
 		if (d)

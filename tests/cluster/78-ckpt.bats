@@ -73,20 +73,24 @@ job()
 	shift
 	timeout 240 srun --mpi=pmix -N2 --ntasks-per-node=1 "$LAUNCH" --agent --config "$CONF" \
 		--nproc-per-node 2 --sync-interval-ms 300 "${opts[@]}" -- \
-		/usr/bin/python3 "$TRAIN" --phalanx --log-digest --step-sleep 0.05 "$@" >"$out" 2>&1
+		/usr/bin/python3 "$TRAIN" --phalanx --log-digest --step-sleep 0.05 "$@" >"$out" 2>&1 || {
+		local rc=$?
+		cat "$out"
+		return $rc
+	}
 }
 
 # The digest rank $2 printed when it saved step $3, in file $1.
 saved_sha()
 {
-	awk -v r="[rank $2]" -v s="$3" '$1" "$2 == r && $4 == "saved" && $6 == s { print $8 }' "$1" |
+	awk -v r="[rank $2]" -v s="$3" '$1" "$2 == r && $5 == "saved" && $7 == s { print $9 }' "$1" |
 		tail -1
 }
 
 # "STEP SHA" of each restore of rank $2 in file $1.
 restored()
 {
-	awk -v r="[rank $2]" '$1" "$2 == r && $4 == "restored" { print $6, $8 }' "$1"
+	awk -v r="[rank $2]" '$1" "$2 == r && $5 == "restored" { print $7, $9 }' "$1"
 }
 
 # Every restore in $2 must be bit-identical to what was saved (in $1 or $2).
@@ -140,9 +144,10 @@ node_local()
 	local out=$BATS_TEST_TMPDIR/run pid
 	job "$out" --max-restarts 1 -- --steps 40 --state-mb 16 &
 	BG=$!
+	wait_for 60 test -f "$out"
 	wait_for 120 grep -q ' saved step 5 sha256' "$out"
 	sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", r / 32767 * 1.5 }')"
-	pid=$(pgrep -f "$TRAIN" | head -1)
+	pid=$(pgrep -f "^/usr/bin/python3 $TRAIN" | shuf -n1)
 	kill -KILL "$pid"
 	wait "$BG"
 	BG=
@@ -158,15 +163,16 @@ node_local()
 	for i in 1 2; do
 		job "$out1.$i" -- --steps 200 --state-mb 16 &
 		BG=$!
+		wait_for 60 test -f "$out1.$i"
 		wait_for 120 grep -q 'generation [0-9]* committed in the local tier' "$out1.$i"
 		sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", r / 32767 * 2 }')"
-		agent=$(pgrep -f "phalanx-launch --agent --config $CONF" | tail -1)
+		agent=$(pgrep -f "^$LAUNCH --agent --config $CONF" | shuf -n1)
 		kill -KILL "$agent"
 		wait "$BG" || true
 		BG=
 		cat "$out1.$i"
 		cat "$out1".* >"$out1"
-		job "$out2.$i" -- --steps 1
+		job "$out2.$i" -- --steps 1 --state-mb 16
 		cat "$out2.$i"
 		grep -q 'restoring checkpoint generation [0-9]* (every shard verified)' "$out2.$i"
 		check_restores "$out1" "$out2.$i"
