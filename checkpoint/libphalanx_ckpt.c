@@ -83,8 +83,7 @@ static int call(struct phx_ckpt_msg *m, int *fd)
 	do
 		n = recvmsg(sock, &h, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
-	if (n < 0 || phx_ckpt_msg_check(m, (size_t)n, 1) < 0 ||
-	    m->type != (type | PHX_CKPT_REPLY))
+	if (n < 0 || phx_ckpt_msg_check(m, (size_t)n, 1) < 0 || m->type != (type | PHX_CKPT_REPLY))
 		goto lost;
 	c = CMSG_FIRSTHDR(&h);
 	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {

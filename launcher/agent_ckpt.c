@@ -50,8 +50,8 @@ static void slot_tidy(struct ck_slot *s)
 	for (int i = 0; i < CK_BUFS; i++) {
 		struct ck_buf *b = &s->buf[i];
 
-		if (b->state != B_STAGED || b->refs || i == s->committed ||
-		    (i == s->filling) || b->step == newest)
+		if (b->state != B_STAGED || b->refs || i == s->committed || (i == s->filling) ||
+		    b->step == newest)
 			continue;
 		b->state = B_FREE;
 	}
@@ -299,8 +299,7 @@ static int do_begin(struct phx_ckpt *c, struct ck_slot *s, struct phx_ckpt_msg *
 	return send_reply(s->conn, m, s->buf[i].fd);
 }
 
-static int do_commit(struct phx_ckpt *c, unsigned slot, struct ck_slot *s,
-		     struct phx_ckpt_msg *m)
+static int do_commit(struct phx_ckpt *c, unsigned slot, struct ck_slot *s, struct phx_ckpt_msg *m)
 {
 	struct ck_buf *b = s->filling >= 0 ? &s->buf[s->filling] : NULL;
 	struct ck_gen *g;
@@ -342,8 +341,9 @@ static int do_restore(struct phx_ckpt *c, struct ck_slot *s, struct phx_ckpt_msg
 		return send_reply(s->conn, m, -1);
 	}
 	/* The copy never left this process; a worker could still have written into it. */
-	if (b->digested && (phx_digest_compute(c->algo, b->map, b->len, c->threads, NULL, got) < 0 ||
-			    memcmp(got, b->digest, phx_digest_len(c->algo)))) {
+	if (b->digested &&
+	    (phx_digest_compute(c->algo, b->map, b->len, c->threads, NULL, got) < 0 ||
+	     memcmp(got, b->digest, phx_digest_len(c->algo)))) {
 		phx_error("rank %lu: the memory copy of generation %ld does not match its digest; "
 			  "restart the job to restore from the directory tiers",
 			  s->rank, b->step);
@@ -357,7 +357,8 @@ static int do_restore(struct phx_ckpt *c, struct ck_slot *s, struct phx_ckpt_msg
 	if (s->loaded >= 0)
 		phx_info("rank %lu: restoring generation %ld (%zu bytes, read from the %s tier at "
 			 "start)",
-			 s->rank, b->step, b->len, phx_ckpt_tier_name((enum phx_ckpt_tier)s->loaded));
+			 s->rank, b->step, b->len,
+			 phx_ckpt_tier_name((enum phx_ckpt_tier)s->loaded));
 	else
 		phx_info("rank %lu: restoring generation %ld from memory (%zu bytes)", s->rank,
 			 b->step, b->len);
@@ -560,8 +561,8 @@ static void commit_tier(struct phx_agent *a, enum phx_ckpt_tier t, long step)
 
 	c->committed[t] = step;
 	if (a->wire.me.rank == 0)
-		phx_info("checkpoint generation %ld committed in the %s tier on all %u nodes",
-			 step, phx_ckpt_tier_name(t), a->wire.size);
+		phx_info("checkpoint generation %ld committed in the %s tier on all %u nodes", step,
+			 phx_ckpt_tier_name(t), a->wire.size);
 	/* Hook: report "commit" of the generation to phalanx-ckptd here when configured. */
 	if (t == PHX_TIER_MEMORY) {
 		commit_memory(c, step);

@@ -20,7 +20,8 @@ struct phx_agent;
 
 /* ------------------------------------------------------------ the agent's hooks */
 
-/* After the wire-up, before the first workers: socket, tiers, what to restore. 0 or an exit code. */
+/* After the wire-up, before the first workers: socket, tiers, what to restore. 0 or an exit code.
+ */
 int phx_ckpt_setup(struct phx_agent *a);
 void phx_ckpt_fini(struct phx_agent *a);
 /* An fd the main loop polls (readable: call phx_ckpt_dispatch), -1 when off. */
@@ -60,8 +61,7 @@ const char *phx_ckpt_tier_name(enum phx_ckpt_tier t);
  * ...) goes to: memory always, a directory tier every `every[t]` saves
  * when configured (every[t] > 0), all of them for a requested save.
  */
-unsigned phx_ckpt_tiers_due(unsigned long save_no, const int every[PHX_TIER_COUNT],
-			    bool requested);
+unsigned phx_ckpt_tiers_due(unsigned long save_no, const int every[PHX_TIER_COUNT], bool requested);
 
 /* Adds step to tier t of s, keeping the newest PHX_CKPT_STATE_MAX. */
 void phx_ckpt_state_add(struct phx_ckpt_state *s, enum phx_ckpt_tier t, long step);

@@ -54,7 +54,11 @@ static int mkdir_p(const char *path)
 	return 0;
 }
 
-/* tmp + fsync + rename + fsync of the directory, from memory in large pieces. */
+/*
+ * tmp + fsync + rename + fsync of the directory, from memory in large
+ * pieces. Writeback of each piece starts as soon as it is written, so the
+ * final fsync waits for the last piece, not for the whole file.
+ */
 static int write_shard(const char *path, const void *data, size_t len)
 {
 	char tmp[4400];
@@ -75,6 +79,7 @@ static int write_shard(const char *path, const void *data, size_t len)
 			rc = n < 0 ? -errno : -EIO;
 			break;
 		}
+		sync_file_range(fd, (off_t)(len - left), n, SYNC_FILE_RANGE_WRITE);
 		p += n;
 		left -= (size_t)n;
 	}

@@ -24,7 +24,9 @@ static int hex_decode(const char *s, unsigned char *out, size_t n)
 		return -1;
 	for (size_t i = 0; i < 2 * n; i++) {
 		char ch = s[i];
-		int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+		int v = ch >= '0' && ch <= '9'	 ? ch - '0'
+			: ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+						 : -1;
 
 		if (v < 0)
 			return -1;
@@ -96,7 +98,8 @@ int phx_ckpt_manifest_find(const char *json, unsigned long rank, struct phx_ckpt
 		phx_errf(err, errlen, "not a version 1 phalanx-checkpoint manifest");
 		goto out;
 	}
-	if (get_int(o, "generation", 0, &step) < 0 || !dname || phx_digest_parse(dname, &algo) < 0 ||
+	if (get_int(o, "generation", 0, &step) < 0 || !dname ||
+	    phx_digest_parse(dname, &algo) < 0 ||
 	    !json_object_object_get_ex(o, "shards", &shards) ||
 	    !json_object_is_type(shards, json_type_array)) {
 		phx_errf(err, errlen, "generation, digest or shards missing or malformed");
@@ -120,4 +123,3 @@ out:
 	json_object_put(o);
 	return rc;
 }
-

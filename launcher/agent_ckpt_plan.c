@@ -18,8 +18,7 @@ const char *phx_ckpt_tier_name(enum phx_ckpt_tier t)
 	return t < PHX_TIER_COUNT ? names[t] : "?";
 }
 
-unsigned phx_ckpt_tiers_due(unsigned long save_no, const int every[PHX_TIER_COUNT],
-			    bool requested)
+unsigned phx_ckpt_tiers_due(unsigned long save_no, const int every[PHX_TIER_COUNT], bool requested)
 {
 	unsigned due = 1u << PHX_TIER_MEMORY;
 
@@ -56,8 +55,8 @@ int phx_ckpt_state_format(const struct phx_ckpt_state *s, char *buf, size_t len)
 
 	for (int t = 0; t < PHX_TIER_COUNT && w >= 0; t++) {
 		off += (size_t)w;
-		w = snprintf(buf + (off < len ? off : len), off < len ? len - off : 0, " %c=",
-			     tier_letter[t]);
+		w = snprintf(buf + (off < len ? off : len), off < len ? len - off : 0,
+			     " %c=", tier_letter[t]);
 		for (unsigned i = 0; i < s->n[t] && w >= 0; i++) {
 			off += (size_t)w;
 			w = snprintf(buf + (off < len ? off : len), off < len ? len - off : 0,

@@ -57,9 +57,19 @@ static void test_state_round_trip(void **state)
 static void test_state_refused(void **state)
 {
 	static const char *const bad[] = {
-		"", "ck1", "ck2 m= l= s=", "ck1 m= l=", "ck1 m= l= s= ", "ck1 m=1,1 l= s=",
-		"ck1 m=1,2 l= s=", "ck1 m=-1 l= s=", "ck1 m=1, l= s=", "ck1 m=5,4,3,2,1 l= s=",
-		"ck1 l= m= s=", "ck1 m=99999999999999999999999 l= s=", "ck1 m=a l= s=",
+		"",
+		"ck1",
+		"ck2 m= l= s=",
+		"ck1 m= l=",
+		"ck1 m= l= s= ",
+		"ck1 m=1,1 l= s=",
+		"ck1 m=1,2 l= s=",
+		"ck1 m=-1 l= s=",
+		"ck1 m=1, l= s=",
+		"ck1 m=5,4,3,2,1 l= s=",
+		"ck1 l= m= s=",
+		"ck1 m=99999999999999999999999 l= s=",
+		"ck1 m=a l= s=",
 	};
 	struct phx_ckpt_state s;
 
@@ -126,9 +136,10 @@ static void test_gen_names(void **state)
 #define MANIFEST(digest, rank1_file)                                                               \
 	"{\"format\":\"phalanx-checkpoint\",\"version\":1,\"job\":\"42\",\"generation\":30,"       \
 	"\"step\":30,\"world\":4,\"digest\":\"" digest "\",\"shards\":["                           \
-	"{\"rank\":2,\"node\":\"n1\",\"bytes\":100,\"digest\":\"00112233445566778899aabbccddeeff\"," \
+	"{\"rank\":2,\"node\":\"n1\",\"bytes\":100,\"digest\":"                                    \
+	"\"00112233445566778899aabbccddeeff\","                                                    \
 	"\"file\":\"rank-2.shard\"},"                                                              \
-	"{\"rank\":3,\"node\":\"n1\",\"bytes\":7,\"digest\":\"ffeeddccbbaa99887766554433221100\","   \
+	"{\"rank\":3,\"node\":\"n1\",\"bytes\":7,\"digest\":\"ffeeddccbbaa99887766554433221100\"," \
 	"\"file\":\"" rank1_file "\"}]}"
 
 static void test_manifest(void **state)
@@ -150,17 +161,17 @@ static void test_manifest(void **state)
 						sizeof(err)),
 			 1);
 	/* A file name that is not the rank's own is refused, whatever rank is asked. */
-	assert_int_equal(phx_ckpt_manifest_find(MANIFEST("xxh3-128", "../rank-3.shard"), 2, &e,
-						err, sizeof(err)),
+	assert_int_equal(phx_ckpt_manifest_find(MANIFEST("xxh3-128", "../rank-3.shard"), 2, &e, err,
+						sizeof(err)),
 			 -1);
 	assert_non_null(strstr(err, "is not 'rank-3.shard'"));
 	/* A 16-byte digest where SHA-256 needs 32. */
-	assert_int_equal(phx_ckpt_manifest_find(MANIFEST("sha256", "rank-3.shard"), 3, &e, err,
-						sizeof(err)),
-			 -1);
-	assert_int_equal(phx_ckpt_manifest_find(MANIFEST("md5", "rank-3.shard"), 3, &e, err,
-						sizeof(err)),
-			 -1);
+	assert_int_equal(
+		phx_ckpt_manifest_find(MANIFEST("sha256", "rank-3.shard"), 3, &e, err, sizeof(err)),
+		-1);
+	assert_int_equal(
+		phx_ckpt_manifest_find(MANIFEST("md5", "rank-3.shard"), 3, &e, err, sizeof(err)),
+		-1);
 	assert_int_equal(phx_ckpt_manifest_find("[1]", 3, &e, err, sizeof(err)), -1);
 	assert_int_equal(phx_ckpt_manifest_find("{\"format\":\"phalanx-checkpoint\",\"version\":2}",
 						3, &e, err, sizeof(err)),
