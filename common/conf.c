@@ -58,6 +58,7 @@ struct conf_key {
 static const char *const level_names[] = { "error", "warn", "info", "debug", NULL };
 static const char *const place_names[] = { "topo", "block", "off", NULL };
 static const char *const isolate_names[] = { "job", "task", "off", NULL };
+static const char *const interval_names[] = { "auto", "steps", "seconds", NULL };
 static const char *const tristate_names[] = { "auto", "true", "false", NULL };
 static const char *const digest_names[] = { "xxh3-128", "sha256", NULL };
 
@@ -118,6 +119,16 @@ static const struct conf_key keys[] = {
 	  "HOST:PORT jobs reach phalanx-ckptd at; \"\" = not used" },
 	{ "ckptd.socket", K_PATH, OFF(ckptd.socket), 0, SOCKET_PATH_LEN, NULL,
 	  "/run/phalanx/ckptd.sock", 0, "local socket of phalanx-ckptd" },
+	{ "ckptd.metrics", K_HOSTPORT, OFF(ckptd.metrics), 0, 255, NULL, "127.0.0.1:7721",
+	  K_EMPTY_OK, "HOST:PORT of phalanx-ckptd's Prometheus metrics; \"\" = none" },
+	{ "ckptd.interval", K_ENUM, OFF(ckptd.interval), 0, 0, interval_names, "auto", 0,
+	  "checkpoint interval for jobs that ask: auto (Young/Daly), steps or seconds" },
+	{ "ckptd.interval_steps", K_INT, OFF(ckptd.interval_steps), 1, 1000000000, NULL, "1000", 0,
+	  "training steps between saves when ckptd.interval is steps" },
+	{ "ckptd.interval_seconds", K_INT, OFF(ckptd.interval_seconds), 1, 604800, NULL, "1800", 0,
+	  "seconds between saves when ckptd.interval is seconds" },
+	{ "ckptd.node_mtbf_hours", K_INT, OFF(ckptd.node_mtbf_hours), 1, 10000000, NULL, "5000", 0,
+	  "mean time between failures of one node, before any failure is seen" },
 	{ "checkpoint.keep", K_INT, OFF(checkpoint.keep), 1, 1000, NULL, "3", 0,
 	  "committed checkpoint generations kept per job and tier" },
 	{ "checkpoint.interval", K_INT, OFF(checkpoint.interval), 0, 100000000, NULL, "0", 0,

@@ -60,6 +60,11 @@ struct phx_conf {
 		char *listen;
 		char *address;
 		char *socket;
+		char *metrics; /* HOST:PORT of the metrics endpoint; "" = none */
+		int interval; /* enum phx_ckpt_interval_mode */
+		int interval_steps;
+		int interval_seconds;
+		int node_mtbf_hours; /* prior for auto before failures are seen */
 	} ckptd;
 	struct {
 		int keep;

@@ -16,7 +16,7 @@
 
 #define PHX_DIGEST_CHUNK (16u << 20)
 #define PHX_DIGEST_MAX 32 /* bytes of the longest digest */
-#define PHX_DIGEST_HEX_MAX (2 * PHX_DIGEST_MAX + 1)
+#define PHX_DIGEST_HEX_LEN (2 * PHX_DIGEST_MAX + 1)
 
 enum phx_digest_algo { PHX_DIGEST_XXH3 = 0, PHX_DIGEST_SHA256 };
 
@@ -48,7 +48,7 @@ void phx_digest_feed_destroy(struct phx_digest_feed *f);
 int phx_digest_compute(enum phx_digest_algo algo, const void *data, size_t len, unsigned nthreads,
 		       struct phx_digest_feed *feed, uint8_t out[PHX_DIGEST_MAX]);
 
-/* Lower-case hex of the algorithm's digest length; out holds PHX_DIGEST_HEX_MAX. */
+/* Lower-case hex of the algorithm's digest length; out holds PHX_DIGEST_HEX_LEN. */
 void phx_digest_hex(enum phx_digest_algo algo, const uint8_t *d, char *out);
 
 #endif

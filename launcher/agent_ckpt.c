@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -99,11 +100,17 @@ static void gen_clear(struct phx_ckpt *c, struct ck_gen *g)
 	int *buf = g->buf;
 	uint8_t(*digest)[PHX_DIGEST_MAX] = g->digest;
 	size_t *len = g->len;
+	struct phx_ckpt_shard *all = g->all;
+	unsigned *agent_of = g->agent_of;
 
 	memset(g, 0, sizeof(*g));
 	g->buf = buf;
 	g->digest = digest;
 	g->len = len;
+	g->all = all;
+	g->agent_of = agent_of;
+	memset(all, 0, c->world * sizeof(*all));
+	memset(agent_of, 0xff, c->world * sizeof(*agent_of));
 	for (unsigned i = 0; i < c->nproc; i++)
 		g->buf[i] = -1;
 }
@@ -520,11 +527,46 @@ static void memory_held(struct phx_ckpt *c, struct phx_ckpt_state *st)
 	}
 }
 
+/* Persisted here but not yet committed in a tier it is due in: its digests go out. */
+static bool to_announce(const struct phx_ckpt *c, const struct ck_gen *g)
+{
+	if (!g->used || g->jobs_left || g->nstaged < c->nproc)
+		return false;
+	for (int t = PHX_TIER_LOCAL; t < PHX_TIER_COUNT; t++) {
+		if ((g->written & (1u << t)) && g->step > c->committed[t])
+			return true;
+	}
+	return false;
+}
+
+static void announce(struct phx_ckpt *c, const struct ck_gen *g, char *buf, size_t len)
+{
+	struct phx_ckpt_shard *s = calloc(c->nproc, sizeof(*s));
+	size_t used = strlen(buf);
+
+	if (!s || used + 2 >= len) {
+		free(s);
+		return;
+	}
+	for (unsigned i = 0; i < c->nproc; i++) {
+		s[i].rank = c->slot[i].rank;
+		s[i].bytes = g->len[i];
+		memcpy(s[i].digest, g->digest[i], sizeof(s[i].digest));
+	}
+	buf[used++] = '|';
+	/* Too long for the buffer: cut off, and the others' parser refuses it. */
+	if (phx_ckpt_digests_format(g->step, s, c->nproc, (int)c->algo, buf + used, len - used) >=
+	    (int)(len - used))
+		buf[used - 1] = '\0';
+	free(s);
+}
+
 void phx_ckpt_round_value(struct phx_agent *a, char *buf, size_t len)
 {
 	struct phx_ckpt *c = a->ckpt;
 	struct phx_ckpt_state st;
 	size_t used = strlen(buf);
+	const struct ck_gen *newest[2] = { NULL, NULL };
 
 	if (!c || used + 2 >= len)
 		return;
@@ -533,6 +575,52 @@ void phx_ckpt_round_value(struct phx_agent *a, char *buf, size_t len)
 	memory_held(c, &st);
 	buf[used++] = '|';
 	phx_ckpt_state_format(&st, buf + used, len - used);
+	/* The two newest generations the others may still need this node's digests of. */
+	for (int i = 0; i < CK_GENS; i++) {
+		const struct ck_gen *g = &c->gen[i];
+
+		if (!to_announce(c, g))
+			continue;
+		if (!newest[0] || g->step > newest[0]->step) {
+			newest[1] = newest[0];
+			newest[0] = g;
+		} else if (!newest[1] || g->step > newest[1]->step) {
+			newest[1] = g;
+		}
+	}
+	for (int k = 0; k < 2 && newest[k]; k++)
+		announce(c, newest[k], buf, len);
+}
+
+/* Another agent's shards of a generation, kept for its manifest. */
+static void learn(struct phx_agent *a, unsigned agent, const char *text)
+{
+	struct phx_ckpt *c = a->ckpt;
+	struct phx_ckpt_shard *s = calloc(a->nproc, sizeof(*s));
+	struct ck_gen *g;
+	size_t n;
+	long step;
+
+	if (!s)
+		return;
+	if (phx_ckpt_digests_parse(text, (int)c->algo, &step, s, a->nproc, &n) < 0) {
+		phx_error("agent %u sent shard digests '%.80s', not Phalanx's; ignored", agent,
+			  text);
+		goto out;
+	}
+	g = gen_find(c, step);
+	if (!g)
+		g = gen_new(c, step);
+	for (size_t i = 0; g && i < n; i++) {
+		if (s[i].rank >= c->world)
+			continue;
+		if (g->agent_of[s[i].rank] == UINT_MAX)
+			g->have++;
+		g->all[s[i].rank] = s[i];
+		g->agent_of[s[i].rank] = agent;
+	}
+out:
+	free(s);
 }
 
 static void commit_memory(struct phx_ckpt *c, long step)
@@ -570,11 +658,17 @@ static void commit_tier(struct phx_agent *a, enum phx_ckpt_tier t, long step)
 	}
 	if (!g || !(g->written & (1u << t)))
 		return;
+	if (g->have < c->world) {
+		phx_error("generation %ld: the digests of %lu of %lu ranks did not arrive; it is "
+			  "not published in the %s tier",
+			  step, c->world - g->have, c->world, phx_ckpt_tier_name(t));
+		return;
+	}
 	j = calloc(1, sizeof(*j));
-	if (j)
-		j->manifest = ck_manifest_build(c, g, t);
-	if (!j || !j->manifest) {
-		phx_error("out of memory: generation %ld is not published in the %s tier", step,
+	if (j && c->writer[t])
+		j->manifest = ck_manifest_build(c, g, t, a->hosts);
+	if (!j || (c->writer[t] && !j->manifest)) {
+		phx_error("generation %ld is not published in the %s tier", step,
 			  phx_ckpt_tier_name(t));
 		free(j);
 		return;
@@ -592,10 +686,20 @@ void phx_ckpt_round_result(struct phx_agent *a, char **values)
 	bool ok = c && st;
 
 	for (size_t i = 0; i < a->wire.size; i++) {
-		char *bar = strchr(values[i], '|');
+		char *bar = strchr(values[i], '|'), *more = NULL;
 
 		if (bar)
 			*bar++ = '\0';
+		if (bar && (more = strchr(bar, '|')))
+			*more++ = '\0';
+		while (ok && more) {
+			char *next = strchr(more, '|');
+
+			if (next)
+				*next++ = '\0';
+			learn(a, (unsigned)i, more);
+			more = next;
+		}
 		if (ok && (!bar || phx_ckpt_state_parse(bar, &st[i]) < 0)) {
 			phx_error("agent %zu sent checkpoint state '%.80s', not Phalanx's; no "
 				  "generation is committed in this round",
@@ -624,7 +728,7 @@ static bool persisting(const struct phx_ckpt *c)
 void phx_ckpt_finish(struct phx_agent *a)
 {
 	struct phx_ckpt *c = a->ckpt;
-	char **values, mine[512] = "", err[1024];
+	char **values, mine[8192] = "", err[1024];
 	struct pollfd pfd;
 
 	if (!c)
@@ -680,11 +784,12 @@ void phx_ckpt_restart(struct phx_agent *a)
 
 /* ------------------------------------------------------------ setup */
 
-static int expand(struct phx_agent *a, const char *pattern, char *out, size_t len)
+static int expand_for(struct phx_agent *a, const char *node, const char *pattern, char *out,
+		      size_t len)
 {
 	const char *job = getenv("SLURM_JOB_ID");
 	struct phx_health_ctx ctx = {
-		.node = a->node,
+		.node = node,
 		.job_id = job ? (uint32_t)strtoul(job, NULL, 10) : 0,
 		.uid = getuid(),
 		.have_uid = true,
@@ -700,6 +805,30 @@ static int expand(struct phx_agent *a, const char *pattern, char *out, size_t le
 			  "job)",
 			  pattern, a->node, strerror(-rc));
 	return rc;
+}
+
+static int expand(struct phx_agent *a, const char *pattern, char *out, size_t len)
+{
+	return expand_for(a, a->node, pattern, out, len);
+}
+
+/* Each node's local directory, for the manifest's locations. */
+static int node_dirs(struct phx_agent *a, struct phx_ckpt *c)
+{
+	char dir[4096];
+
+	c->nagents = a->wire.size;
+	c->node_dir = calloc(c->nagents, sizeof(*c->node_dir));
+	if (!c->node_dir || !a->hosts)
+		return -1;
+	for (unsigned i = 0; i < c->nagents; i++) {
+		if (expand_for(a, a->hosts[i], a->conf.checkpoint.local_dir, dir, sizeof(dir)) < 0)
+			return -1;
+		c->node_dir[i] = strdup(dir);
+		if (!c->node_dir[i])
+			return -1;
+	}
+	return 0;
 }
 
 static int make_socket(struct phx_ckpt *c)
@@ -753,7 +882,10 @@ static int alloc_state(struct phx_agent *a, struct phx_ckpt *c)
 		c->gen[i].buf = calloc(a->nproc, sizeof(int));
 		c->gen[i].digest = calloc(a->nproc, PHX_DIGEST_MAX);
 		c->gen[i].len = calloc(a->nproc, sizeof(size_t));
-		if (!c->gen[i].buf || !c->gen[i].digest || !c->gen[i].len)
+		c->gen[i].all = calloc(a->map.world, sizeof(*c->gen[i].all));
+		c->gen[i].agent_of = calloc(a->map.world, sizeof(unsigned));
+		if (!c->gen[i].buf || !c->gen[i].digest || !c->gen[i].len || !c->gen[i].all ||
+		    !c->gen[i].agent_of)
 			return -1;
 	}
 	for (int i = 0; i < NPENDING; i++)
@@ -770,6 +902,13 @@ static int configure(struct phx_agent *a, struct phx_ckpt *c)
 	c->world = a->map.world;
 	snprintf(c->node, sizeof(c->node), "%s", a->node);
 	snprintf(c->job, sizeof(c->job), "%s", job ? job : a->run_id);
+	c->job_id = job ? (uint32_t)strtoul(job, NULL, 10) : 0;
+	/* The manifest needs a job id; outside Slurm every run is job 1. */
+	if (!c->job_id)
+		c->job_id = 1;
+	/* Every node writes its own directory's manifest; agent 0 the shared one. */
+	c->writer[PHX_TIER_LOCAL] = true;
+	c->writer[PHX_TIER_SHARED] = a->wire.me.rank == 0;
 	snprintf(c->layout, sizeof(c->layout), "%s", a->o->layout ? a->o->layout : "dp=*");
 	c->keep = (unsigned)conf->checkpoint.keep;
 	c->algo = (enum phx_digest_algo)conf->checkpoint.digest_algo;
@@ -837,7 +976,7 @@ int phx_ckpt_setup(struct phx_agent *a)
 	a->ckpt = c;
 	if (configure(a, c) < 0)
 		return PHX_EXIT_USAGE;
-	if (alloc_state(a, c) < 0)
+	if (alloc_state(a, c) < 0 || node_dirs(a, c) < 0)
 		goto oom;
 	if (make_socket(c) < 0) {
 		phx_error("cannot create the checkpoint socket under %s: %s; set TMPDIR to a "
@@ -890,7 +1029,12 @@ void phx_ckpt_fini(struct phx_agent *a)
 		free(c->gen[i].buf);
 		free(c->gen[i].digest);
 		free(c->gen[i].len);
+		free(c->gen[i].all);
+		free(c->gen[i].agent_of);
 	}
+	for (unsigned i = 0; c->node_dir && i < c->nagents; i++)
+		free(c->node_dir[i]);
+	free(c->node_dir);
 	free(c->slot);
 	if (c->listen_fd >= 0)
 		close(c->listen_fd);

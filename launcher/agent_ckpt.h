@@ -93,10 +93,28 @@ struct phx_ckpt_entry {
 };
 
 /*
- * Finds rank's shard in a manifest (JSON text from a file): 0, 1 when the
- * manifest is good but does not list the rank, -1 when it is not a
- * manifest (err says why).
+ * Finds rank's shard in a generation manifest (common/ckpt_manifest.h
+ * JSON, from a file): 0, 1 when the manifest is good but has no such rank,
+ * -1 when it is not a manifest or its digest cannot be checked (err says
+ * why).
  */
+/* One rank's shard as agents tell each other in their rounds. */
+struct phx_ckpt_shard {
+	unsigned long rank;
+	unsigned long long bytes;
+	unsigned char digest[32];
+};
+
+/*
+ * "d STEP RANK:BYTES:HEX,...": this node's shards of a generation, so every
+ * agent can write the complete manifest. Format returns snprintf's value;
+ * parse 0 or -1 (at most max entries into out, *n of them).
+ */
+int phx_ckpt_digests_format(long step, const struct phx_ckpt_shard *s, size_t n, int algo,
+			    char *buf, size_t len);
+int phx_ckpt_digests_parse(const char *text, int algo, long *step, struct phx_ckpt_shard *out,
+			   size_t max, size_t *n);
+
 /*
  * One shard file: persist (digest on helper threads while the file is
  * written with tmp + fsync + rename + fsync of the directory) and load

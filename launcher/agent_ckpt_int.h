@@ -52,6 +52,10 @@ struct ck_gen {
 	unsigned ok[PHX_TIER_COUNT]; /* shards durable per tier */
 	uint8_t (*digest)[PHX_DIGEST_MAX]; /* [nproc] */
 	size_t *len; /* [nproc] */
+	/* Every rank's shard, as the agents announced them: [world]. */
+	struct phx_ckpt_shard *all;
+	unsigned *agent_of; /* [world], the agent that announced it */
+	unsigned long have; /* ranks announced */
 };
 
 enum ck_job_kind { J_PERSIST, J_PUBLISH };
@@ -71,7 +75,7 @@ struct ck_job {
 	uint8_t digest[PHX_DIGEST_MAX];
 	/* J_PUBLISH: the manifest of a tier's generation, then latest, then collection */
 	enum phx_ckpt_tier tier;
-	char *manifest;
+	char *manifest; /* NULL: another agent writes it; only collect */
 };
 
 struct phx_ckpt {
@@ -82,6 +86,10 @@ struct phx_ckpt {
 	char job[256];
 	char layout[128];
 	char dir[PHX_TIER_COUNT][4096]; /* "" = tier off (memory: unused) */
+	bool writer[PHX_TIER_COUNT]; /* this agent writes the tier's manifests */
+	char **node_dir; /* [agents]: each node's local directory */
+	unsigned nagents;
+	uint32_t job_id;
 	int every[PHX_TIER_COUNT];
 	unsigned keep;
 	enum phx_digest_algo algo;
@@ -115,8 +123,9 @@ void ck_io_submit(struct phx_ckpt *c, struct ck_job *j);
 struct ck_job *ck_io_take_done(struct phx_ckpt *c);
 /* The directory of a generation in a tier, and a file in it. */
 void ck_gen_dir(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, char *buf, size_t len);
-/* A JSON manifest of this node's shards of gen g (malloc'd), or NULL. */
-char *ck_manifest_build(const struct phx_ckpt *c, const struct ck_gen *g, enum phx_ckpt_tier t);
+/* The JSON manifest of generation g in tier t (malloc'd), or NULL (logged). */
+char *ck_manifest_build(const struct phx_ckpt *c, const struct ck_gen *g, enum phx_ckpt_tier t,
+			char *const *hosts);
 
 /* agent_ckpt_restore.c: the newest generation <= max whose local shards verify. */
 long ck_restore_find(struct phx_ckpt *c, long max);

@@ -19,8 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
+#include "common/ckpt_manifest.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "launcher/agent_ckpt_int.h"
@@ -174,13 +173,12 @@ static void persist(struct phx_ckpt *c, struct ck_job *j)
 		phx_error("cannot digest the shard of rank %lu, step %ld", j->rank, j->step);
 }
 
-static bool own_file(const struct phx_ckpt *c, const char *name)
+static bool own_file(const struct phx_ckpt *c, enum phx_ckpt_tier t, const char *name)
 {
 	char want[320];
 
-	snprintf(want, sizeof(want), "manifest-%s.json", c->node);
-	if (!strcmp(name, want))
-		return true;
+	if (!strcmp(name, "manifest.json"))
+		return c->writer[t];
 	for (unsigned i = 0; i < c->nproc; i++) {
 		snprintf(want, sizeof(want), "rank-%lu.shard", c->slot[i].rank);
 		if (!strcmp(name, want))
@@ -201,7 +199,7 @@ static void remove_gen(struct phx_ckpt *c, enum phx_ckpt_tier t, long step)
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
-		if (!own_file(c, e->d_name))
+		if (!own_file(c, t, e->d_name))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		if (unlink(path) < 0)
@@ -242,15 +240,17 @@ static void publish(struct phx_ckpt *c, struct ck_job *j)
 	char dir[4200], path[4600], latest[64];
 	int rc;
 
+	if (!j->manifest)
+		goto gc;
 	ck_gen_dir(c, j->tier, j->step, dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/manifest-%s.json", dir, c->node);
-	rc = phx_file_write_atomic(path, j->manifest, strlen(j->manifest), 0600);
+	snprintf(path, sizeof(path), "%s/manifest.json", dir);
+	rc = phx_file_write_atomic(path, j->manifest, strlen(j->manifest), 0644);
 	if (!rc) {
 		/* The pointer after the manifest: it never names an unpublished generation. */
 		phx_ckpt_gen_name(j->step, latest, sizeof(latest));
 		strcat(latest, "\n");
-		snprintf(path, sizeof(path), "%s/latest-%s", c->dir[j->tier], c->node);
-		rc = phx_file_write_atomic(path, latest, strlen(latest), 0600);
+		snprintf(path, sizeof(path), "%s/latest", c->dir[j->tier]);
+		rc = phx_file_write_atomic(path, latest, strlen(latest), 0644);
 	}
 	j->rc = rc;
 	if (rc) {
@@ -258,6 +258,7 @@ static void publish(struct phx_ckpt *c, struct ck_job *j)
 			  j->step, path, strerror(-rc));
 		return;
 	}
+gc:
 	collect(c, j->tier, j->step);
 }
 
@@ -353,41 +354,39 @@ struct ck_job *ck_io_take_done(struct phx_ckpt *c)
 	return list;
 }
 
-char *ck_manifest_build(const struct phx_ckpt *c, const struct ck_gen *g, enum phx_ckpt_tier t)
+char *ck_manifest_build(const struct phx_ckpt *c, const struct ck_gen *g, enum phx_ckpt_tier t,
+			char *const *hosts)
 {
-	struct json_object *o = json_object_new_object(), *shards = json_object_new_array();
-	char hex[PHX_DIGEST_HEX_MAX], file[64];
-	char *s = NULL;
+	char err[512], hex[PHX_DIGEST_HEX_LEN], gen[32], path[4400];
+	struct phx_manifest m;
+	char *text = NULL;
 
-	if (!o || !shards)
-		goto out;
-	json_object_object_add(o, "format", json_object_new_string("phalanx-checkpoint"));
-	json_object_object_add(o, "version", json_object_new_int(1));
-	json_object_object_add(o, "job", json_object_new_string(c->job));
-	json_object_object_add(o, "generation", json_object_new_int64(g->step));
-	json_object_object_add(o, "step", json_object_new_int64(g->step));
-	json_object_object_add(o, "layout", json_object_new_string(c->layout));
-	json_object_object_add(o, "world", json_object_new_int64((int64_t)c->world));
-	json_object_object_add(o, "node", json_object_new_string(c->node));
-	json_object_object_add(o, "tier", json_object_new_string(phx_ckpt_tier_name(t)));
-	json_object_object_add(o, "digest", json_object_new_string(phx_digest_name(c->algo)));
-	for (unsigned i = 0; i < c->nproc; i++) {
-		struct json_object *r = json_object_new_object();
+	phx_ckpt_gen_name(g->step, gen, sizeof(gen));
+	/* Generations count from 1; a save at step 0 (on request) is generation 1. */
+	if (phx_manifest_init(&m, c->job_id, (uint64_t)g->step + 1, (uint64_t)g->step, c->layout,
+			      (uint32_t)c->world, err, sizeof(err)) < 0)
+		goto fail;
+	for (unsigned long r = 0; r < c->world; r++) {
+		const struct phx_ckpt_shard *s = &g->all[r];
+		unsigned agent = g->agent_of[r];
+		const char *dir = t == PHX_TIER_LOCAL ? c->node_dir[agent] : c->dir[t];
 
-		phx_digest_hex(c->algo, g->digest[i], hex);
-		snprintf(file, sizeof(file), "rank-%lu.shard", c->slot[i].rank);
-		json_object_object_add(r, "rank", json_object_new_int64((int64_t)c->slot[i].rank));
-		json_object_object_add(r, "node", json_object_new_string(c->node));
-		json_object_object_add(r, "bytes", json_object_new_int64((int64_t)g->len[i]));
-		json_object_object_add(r, "digest", json_object_new_string(hex));
-		json_object_object_add(r, "file", json_object_new_string(file));
-		json_object_array_add(shards, r);
+		phx_digest_hex(c->algo, s->digest, hex);
+		snprintf(path, sizeof(path), "%s/%s/rank-%lu.shard", dir, gen, r);
+		if (phx_manifest_shard_set(&m, (uint32_t)r, hosts[agent], s->bytes,
+					   phx_digest_name(c->algo), hex, err, sizeof(err)) < 0 ||
+		    phx_manifest_shard_add_location(&m.shards[r], phx_ckpt_tier_name(t), path, err,
+						    sizeof(err)) < 0)
+			goto fail_free;
 	}
-	json_object_object_add(o, "shards", shards);
-	shards = NULL;
-	s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
-out:
-	json_object_put(shards);
-	json_object_put(o);
-	return s;
+	text = phx_manifest_to_json(&m, err, sizeof(err));
+	if (!text)
+		goto fail_free;
+	phx_manifest_free(&m);
+	return text;
+fail_free:
+	phx_manifest_free(&m);
+fail:
+	phx_error("cannot build the manifest of generation %ld: %s", g->step, err);
+	return NULL;
 }

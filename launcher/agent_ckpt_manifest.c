@@ -1,19 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Reading a generation manifest (JSON, json-c): strict about what a
- * restore relies on (format, version, generation, digest algorithm, and
- * each shard's rank, size, digest and file name), silent about the rest.
- * Manifests come from files anyone with access to the tier could edit, so
- * every field is checked and a shard's file name is derived, never taken.
+ * The node side's use of the generation manifest (common/ckpt_manifest.h,
+ * the format phalanx-ckptd catalogs): finding a rank's shard in one read
+ * back from a tier, and the digest list agents exchange in their rounds so
+ * that each can write the complete manifest of a generation. Both decode
+ * outside input and are fuzzed.
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include <json-c/json.h>
-
+#include "common/ckpt_manifest.h"
 #include "common/digest.h"
 #include "common/log.h"
 #include "launcher/agent_ckpt.h"
@@ -35,91 +36,94 @@ static int hex_decode(const char *s, unsigned char *out, size_t n)
 	return 0;
 }
 
-static int get_int(struct json_object *o, const char *key, int64_t min, int64_t *out)
-{
-	struct json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
-		return -1;
-	*out = json_object_get_int64(v);
-	return *out < min ? -1 : 0;
-}
-
-static const char *get_str(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
-static int entry_of(struct json_object *r, enum phx_digest_algo algo, struct phx_ckpt_entry *out,
-		    char *err, size_t errlen)
-{
-	int64_t rank, bytes;
-	const char *digest = get_str(r, "digest"), *file = get_str(r, "file");
-	char want[64];
-
-	if (!json_object_is_type(r, json_type_object) || get_int(r, "rank", 0, &rank) < 0 ||
-	    get_int(r, "bytes", 0, &bytes) < 0 || !digest || !file)
-		return phx_errf(err, errlen, "a shard entry lacks rank, bytes, digest or file");
-	snprintf(want, sizeof(want), "rank-%lld.shard", (long long)rank);
-	/* The file name is derived, never a path taken from the manifest. */
-	if (strcmp(file, want))
-		return phx_errf(err, errlen, "shard file '%.64s' is not '%s'", file, want);
-	if (hex_decode(digest, out->digest, phx_digest_len(algo)) < 0)
-		return phx_errf(err, errlen, "the digest of rank %lld is not %zu hex bytes",
-				(long long)rank, phx_digest_len(algo));
-	out->rank = (unsigned long)rank;
-	out->bytes = (unsigned long long)bytes;
-	out->algo = (int)algo;
-	return 0;
-}
-
 int phx_ckpt_manifest_find(const char *json, unsigned long rank, struct phx_ckpt_entry *out,
 			   char *err, size_t errlen)
 {
-	struct json_object *o = json_tokener_parse(json), *shards;
+	struct phx_manifest m;
+	const struct phx_manifest_shard *s;
 	enum phx_digest_algo algo;
-	const char *fmt, *dname;
-	int64_t version, step;
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
-	if (!o || !json_object_is_type(o, json_type_object)) {
-		phx_errf(err, errlen, "not a JSON object");
+	if (phx_manifest_parse(json, strlen(json), &m, err, errlen) < 0)
+		return -1;
+	if (rank >= m.world) {
+		rc = 1;
+		phx_errf(err, errlen, "the manifest has %u ranks, not rank %lu", m.world, rank);
 		goto out;
 	}
-	fmt = get_str(o, "format");
-	dname = get_str(o, "digest");
-	if (!fmt || strcmp(fmt, "phalanx-checkpoint") || get_int(o, "version", 1, &version) < 0 ||
-	    version != 1) {
-		phx_errf(err, errlen, "not a version 1 phalanx-checkpoint manifest");
+	s = &m.shards[rank];
+	if (phx_digest_parse(s->digest.alg, &algo) < 0 ||
+	    hex_decode(s->digest.hex, out->digest, phx_digest_len(algo)) < 0) {
+		phx_errf(err, errlen, "rank %lu's digest is %s, which this agent cannot check",
+			 rank, s->digest.alg);
 		goto out;
 	}
-	if (get_int(o, "generation", 0, &step) < 0 || !dname ||
-	    phx_digest_parse(dname, &algo) < 0 ||
-	    !json_object_object_get_ex(o, "shards", &shards) ||
-	    !json_object_is_type(shards, json_type_array)) {
-		phx_errf(err, errlen, "generation, digest or shards missing or malformed");
-		goto out;
-	}
-	rc = 1;
-	for (size_t i = 0; i < json_object_array_length(shards); i++) {
-		struct phx_ckpt_entry e;
-
-		if (entry_of(json_object_array_get_idx(shards, i), algo, &e, err, errlen) < 0) {
-			rc = -1;
-			break;
-		}
-		if (e.rank == rank && rc == 1) {
-			*out = e;
-			out->step = (long)step;
-			rc = 0;
-		}
-	}
+	out->step = (long)m.step;
+	out->rank = rank;
+	out->bytes = s->bytes;
+	out->algo = (int)algo;
+	rc = 0;
 out:
-	json_object_put(o);
+	phx_manifest_free(&m);
 	return rc;
+}
+
+int phx_ckpt_digests_format(long step, const struct phx_ckpt_shard *s, size_t n, int algo,
+			    char *buf, size_t len)
+{
+	char hex[PHX_DIGEST_HEX_LEN];
+	size_t off = 0;
+	int w = snprintf(buf, len, "d %ld", step);
+
+	for (size_t i = 0; i < n && w >= 0; i++) {
+		off += (size_t)w;
+		phx_digest_hex((enum phx_digest_algo)algo, s[i].digest, hex);
+		w = snprintf(buf + (off < len ? off : len), off < len ? len - off : 0,
+			     "%c%lu:%llu:%s", i ? ',' : ' ', s[i].rank, s[i].bytes, hex);
+	}
+	return w < 0 ? w : (int)(off + (size_t)w);
+}
+
+int phx_ckpt_digests_parse(const char *text, int algo, long *step, struct phx_ckpt_shard *out,
+			   size_t max, size_t *n)
+{
+	size_t hexlen = 2 * phx_digest_len((enum phx_digest_algo)algo);
+	const char *p = text;
+	char *end;
+
+	*n = 0;
+	if (strncmp(p, "d ", 2) || p[2] < '0' || p[2] > '9' || (p[2] == '0' && p[3] != ' '))
+		return -1;
+	errno = 0;
+	*step = strtol(p + 2, &end, 10);
+	if (errno || *end != ' ')
+		return -1;
+	p = end;
+	while (*p == ' ' || *p == ',') {
+		struct phx_ckpt_shard s = { 0 };
+		char hex[PHX_DIGEST_HEX_LEN];
+
+		if (*n >= max || p[1] < '0' || p[1] > '9' || (p[1] == '0' && p[2] != ':'))
+			return -1;
+		errno = 0;
+		s.rank = strtoul(p + 1, &end, 10);
+		if (errno || *end != ':' || end[1] < '0' || end[1] > '9' ||
+		    (end[1] == '0' && end[2] != ':'))
+			return -1;
+		s.bytes = strtoull(end + 1, &end, 10);
+		if (errno || *end != ':' || strspn(end + 1, "0123456789abcdef") != hexlen)
+			return -1;
+		memcpy(hex, end + 1, hexlen);
+		hex[hexlen] = '\0';
+		if (hex_decode(hex, s.digest, hexlen / 2) < 0)
+			return -1;
+		out[(*n)++] = s;
+		p = end + 1 + hexlen;
+		if (*p && *p != ',')
+			return -1;
+		if (!*p)
+			break;
+	}
+	return *p || !*n ? -1 : 0;
 }

@@ -73,7 +73,9 @@ static const char *parse_list(const char *p, struct phx_ckpt_state *out, int t)
 		char *end;
 		long v;
 
-		if (*p < '0' || *p > '9' || out->n[t] >= PHX_CKPT_STATE_MAX)
+		/* Digits only, no leading zero: one text per state. */
+		if (*p < '0' || *p > '9' || (*p == '0' && p[1] >= '0' && p[1] <= '9') ||
+		    out->n[t] >= PHX_CKPT_STATE_MAX)
 			return NULL;
 		errno = 0;
 		v = strtol(p, &end, 10);

@@ -22,12 +22,12 @@
 
 #include <json-c/json.h>
 
+#include "common/ckpt_manifest.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "launcher/agent_ckpt_int.h"
 
 #define READ_PIECE (16u << 20)
-#define MANIFEST_MAX (64u << 20)
 
 int ck_buf_alloc(struct phx_ckpt *c, struct ck_buf *b, size_t len)
 {
@@ -159,35 +159,20 @@ static int load_verify(struct phx_ckpt *c, const char *path, const struct phx_ck
 	return 0;
 }
 
-/* The rank's entry in any manifest of the generation's directory. */
+/* The rank's entry in the manifest of the generation's directory. */
 static int find_entry(const char *dir, unsigned long rank, struct phx_ckpt_entry *e, char *err,
 		      size_t errlen)
 {
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	int rc = 1;
+	char path[4600], *text = NULL;
+	size_t len;
+	int rc;
 
-	if (!d)
-		return phx_errf(err, errlen, "%s: %s", dir, strerror(errno)), 1;
-	phx_errf(err, errlen, "no manifest in %s lists rank %lu", dir, rank);
-	while (rc == 1 && (de = readdir(d))) {
-		char path[4600], *text = NULL, why[256];
-		size_t len;
-
-		if (strncmp(de->d_name, "manifest-", 9) || !strstr(de->d_name, ".json") ||
-		    strstr(de->d_name, ".tmp"))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (phx_file_read(path, MANIFEST_MAX, &text, &len) < 0)
-			continue;
-		rc = phx_ckpt_manifest_find(text, rank, e, why, sizeof(why));
-		if (rc < 0) {
-			phx_warn("ignoring the manifest %s: %s", path, why);
-			rc = 1;
-		}
-		free(text);
-	}
-	closedir(d);
+	snprintf(path, sizeof(path), "%s/manifest.json", dir);
+	rc = phx_file_read(path, PHX_MANIFEST_MAX_BYTES, &text, &len);
+	if (rc < 0)
+		return phx_errf(err, errlen, "%s: %s", path, strerror(-rc));
+	rc = phx_ckpt_manifest_find(text, rank, e, err, errlen);
+	free(text);
 	return rc;
 }
 
@@ -233,7 +218,7 @@ static bool published(const char *tier_dir, const char *name)
 	snprintf(dir, sizeof(dir), "%s/%s", tier_dir, name);
 	d = opendir(dir);
 	while (d && !found && (e = readdir(d)))
-		found = !strncmp(e->d_name, "manifest-", 9) && !strstr(e->d_name, ".tmp");
+		found = !strcmp(e->d_name, "manifest.json");
 	if (d)
 		closedir(d);
 	return found;

@@ -328,7 +328,7 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 
 static int start_round(struct phx_agent *a)
 {
-	char report[512], err[1024], key[64];
+	char report[8192], err[1024], key[64];
 
 	phx_report_format(&a->local, report, sizeof(report));
 	phx_ckpt_round_value(a, report, sizeof(report));

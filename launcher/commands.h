@@ -3,11 +3,13 @@
 #ifndef PHX_COMMANDS_H
 #define PHX_COMMANDS_H
 
+int phx_cmd_ckpt(int argc, char **argv);
 int phx_cmd_config(int argc, char **argv);
 int phx_cmd_health(int argc, char **argv);
 int phx_cmd_hostlist(int argc, char **argv);
 int phx_cmd_keygen(int argc, char **argv);
 int phx_cmd_plan(int argc, char **argv);
+int phx_cmd_status(int argc, char **argv);
 int phx_cmd_topo(int argc, char **argv);
 
 /*

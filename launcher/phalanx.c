@@ -16,11 +16,13 @@ struct phx_command {
 };
 
 static const struct phx_command commands[] = {
+	{ "ckpt", phx_cmd_ckpt, "list, verify or remove committed checkpoint generations" },
 	{ "config", phx_cmd_config, "check or show phalanx.yaml" },
 	{ "health", phx_cmd_health, "run the node health checks of the job prolog" },
 	{ "hostlist", phx_cmd_hostlist, "expand or compress Slurm host lists" },
 	{ "keygen", phx_cmd_keygen, "create the cluster key that signs job tokens" },
 	{ "plan", phx_cmd_plan, "place the ranks of a parallelism layout on nodes" },
+	{ "status", phx_cmd_status, "jobs, agents and intervals known to phalanx-ckptd" },
 	{ "topo", phx_cmd_topo, "show GPUs, NICs, NUMA nodes and the NIC of each GPU" },
 };
 

@@ -127,11 +127,17 @@ node_local()
 	# Local: the newest two generations, each with its manifest; latest points at 30.
 	gens=$(ls "$(node_local 1)" | grep '^gen-' | tr '\n' ' ')
 	[ "$gens" = "gen-000000000025 gen-000000000030 " ]
-	[ "$(cat "$(node_local 1)/latest-node1")" = gen-000000000030 ]
-	[ -f "$(node_local 2)/gen-000000000030/manifest-node2.json" ]
+	[ "$(cat "$(node_local 1)/latest")" = gen-000000000030 ]
+	[ -f "$(node_local 2)/gen-000000000030/manifest.json" ]
 	[ -f "$(node_local 2)/gen-000000000030/rank-3.shard" ]
-	# Shared: every other save, both nodes' shards.
-	ls "$SHARED/gen-000000000030" | sort | tr '\n' ' ' | grep -q '^manifest-node1.json manifest-node2.json rank-0.shard rank-1.shard rank-2.shard rank-3.shard $'
+	# The manifest lists every rank, with its node, size, digest and place.
+	grep -q '"world":4' "$(node_local 2)/gen-000000000030/manifest.json"
+	grep -q '"rank":0,"node":"node1"' "$(node_local 2)/gen-000000000030/manifest.json"
+	grep -q "\"tier\":\"local\",\"path\":\"$LAB_DIR/nodetmp/$RUN/node2/gen-000000000030/rank-3.shard\"" \
+		"$(node_local 2)/gen-000000000030/manifest.json"
+	# Shared: every other save, both nodes' shards, one manifest.
+	ls "$SHARED/gen-000000000030" | sort | tr '\n' ' ' | grep -q '^manifest.json rank-0.shard rank-1.shard rank-2.shard rank-3.shard $'
+	[ "$(cat "$SHARED/latest")" = gen-000000000030 ]
 	ls "$SHARED" | grep -q '^gen-000000000020$'
 	job "$out2" -- --steps 35
 	cat "$out2"

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The checkpoint decoders that read outside input: a worker's message on
- * the agent socket, another agent's round state, a manifest file. The
- * first byte picks the decoder; any bytes must give an answer, never a
+ * the agent socket, another agent's round state and shard digests, a
+ * manifest file. The first byte picks the decoder; any bytes must give an answer, never a
  * crash. A state that parses must format back to the same text.
  */
 #include "config.h"
@@ -42,6 +42,23 @@ static void state(const char *text)
 		      "newest of one state");
 }
 
+static void digests(const char *text, int algo)
+{
+	struct phx_ckpt_shard s[8], back[8];
+	char buf[1024];
+	size_t n, m;
+	long step, step2;
+
+	if (phx_ckpt_digests_parse(text, algo, &step, s, 8, &n) < 0)
+		return;
+	check(n > 0 && n <= 8, "digest count");
+	check(phx_ckpt_digests_format(step, s, n, algo, buf, sizeof(buf)) < (int)sizeof(buf),
+	      "digests too long");
+	check(phx_ckpt_digests_parse(buf, algo, &step2, back, 8, &m) == 0 && m == n &&
+		      step2 == step && !memcmp(s, back, n * sizeof(*s)),
+	      "formatted digests parse differently");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct phx_ckpt_entry e;
@@ -63,6 +80,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	text[size - 1] = '\0';
 	if (data[0] == 'S') {
 		state(text);
+	} else if (data[0] == 'D' || data[0] == 'd') {
+		digests(text, data[0] == 'D' ? 0 : 1);
 	} else {
 		int rc = phx_ckpt_manifest_find(text, data[0] % 8, &e, err, sizeof(err));
 

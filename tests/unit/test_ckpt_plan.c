@@ -7,10 +7,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "common/ckpt_manifest.h"
 #include "common/digest.h"
 #include "launcher/agent_ckpt.h"
 
@@ -133,49 +135,82 @@ static void test_gen_names(void **state)
 	assert_int_equal(phx_ckpt_gen_parse("gen-000000000042.tmp"), -1);
 }
 
-#define MANIFEST(digest, rank1_file)                                                               \
-	"{\"format\":\"phalanx-checkpoint\",\"version\":1,\"job\":\"42\",\"generation\":30,"       \
-	"\"step\":30,\"world\":4,\"digest\":\"" digest "\",\"shards\":["                           \
-	"{\"rank\":2,\"node\":\"n1\",\"bytes\":100,\"digest\":"                                    \
-	"\"00112233445566778899aabbccddeeff\","                                                    \
-	"\"file\":\"rank-2.shard\"},"                                                              \
-	"{\"rank\":3,\"node\":\"n1\",\"bytes\":7,\"digest\":\"ffeeddccbbaa99887766554433221100\"," \
-	"\"file\":\"" rank1_file "\"}]}"
+/* A complete manifest of 4 ranks in the common format, its rank 3 digest with algorithm alg. */
+static char *manifest(const char *alg, const char *hex3)
+{
+	static const char *const hex = "00112233445566778899aabbccddeeff";
+	struct phx_manifest m;
+	char err[256], *text;
+
+	assert_int_equal(phx_manifest_init(&m, 42, 31, 30, "dp=4", 4, err, sizeof(err)), 0);
+	for (uint32_t r = 0; r < 4; r++) {
+		assert_int_equal(phx_manifest_shard_set(&m, r, "n1", 100 + r,
+							r == 3 ? alg : "xxh3-128",
+							r == 3 ? hex3 : hex, err, sizeof(err)),
+				 0);
+		assert_int_equal(phx_manifest_shard_add_location(&m.shards[r], "local", "/x", err,
+								 sizeof(err)),
+				 0);
+	}
+	text = phx_manifest_to_json(&m, err, sizeof(err));
+	assert_non_null(text);
+	phx_manifest_free(&m);
+	return text;
+}
 
 static void test_manifest(void **state)
 {
 	struct phx_ckpt_entry e;
-	char err[256];
+	char err[256], *text;
 
 	(void)state;
-	assert_int_equal(phx_ckpt_manifest_find(MANIFEST("xxh3-128", "rank-3.shard"), 3, &e, err,
-						sizeof(err)),
-			 0);
+	text = manifest("xxh3-128", "ffeeddccbbaa99887766554433221100");
+	assert_int_equal(phx_ckpt_manifest_find(text, 3, &e, err, sizeof(err)), 0);
 	assert_int_equal(e.step, 30);
-	assert_int_equal(e.bytes, 7);
+	assert_int_equal(e.bytes, 103);
 	assert_int_equal(e.algo, PHX_DIGEST_XXH3);
 	assert_int_equal(e.digest[0], 0xff);
 	assert_int_equal(e.digest[15], 0x00);
 	/* A good manifest without the rank. */
-	assert_int_equal(phx_ckpt_manifest_find(MANIFEST("xxh3-128", "rank-3.shard"), 1, &e, err,
-						sizeof(err)),
-			 1);
-	/* A file name that is not the rank's own is refused, whatever rank is asked. */
-	assert_int_equal(phx_ckpt_manifest_find(MANIFEST("xxh3-128", "../rank-3.shard"), 2, &e, err,
-						sizeof(err)),
-			 -1);
-	assert_non_null(strstr(err, "is not 'rank-3.shard'"));
-	/* A 16-byte digest where SHA-256 needs 32. */
-	assert_int_equal(
-		phx_ckpt_manifest_find(MANIFEST("sha256", "rank-3.shard"), 3, &e, err, sizeof(err)),
-		-1);
-	assert_int_equal(
-		phx_ckpt_manifest_find(MANIFEST("md5", "rank-3.shard"), 3, &e, err, sizeof(err)),
-		-1);
-	assert_int_equal(phx_ckpt_manifest_find("[1]", 3, &e, err, sizeof(err)), -1);
-	assert_int_equal(phx_ckpt_manifest_find("{\"format\":\"phalanx-checkpoint\",\"version\":2}",
-						3, &e, err, sizeof(err)),
-			 -1);
+	assert_int_equal(phx_ckpt_manifest_find(text, 4, &e, err, sizeof(err)), 1);
+	/* Not a manifest: refused with a reason. */
+	text[10] = '!';
+	assert_int_equal(phx_ckpt_manifest_find(text, 3, &e, err, sizeof(err)), -1);
+	assert_true(err[0] != '\0');
+	free(text);
+	/* A digest this agent cannot compute. */
+	text = manifest("crc32c", "0011aabb");
+	assert_int_equal(phx_ckpt_manifest_find(text, 3, &e, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "crc32c"));
+	assert_int_equal(phx_ckpt_manifest_find(text, 2, &e, err, sizeof(err)), 0);
+	free(text);
+}
+
+static void test_digests(void **state)
+{
+	struct phx_ckpt_shard s[2] = { { .rank = 6, .bytes = 9536 }, { .rank = 7, .bytes = 0 } },
+			      back[4];
+	char buf[256];
+	size_t n;
+	long step;
+
+	(void)state;
+	s[0].digest[0] = 0xab;
+	s[1].digest[15] = 0x01;
+	phx_ckpt_digests_format(30, s, 2, PHX_DIGEST_XXH3, buf, sizeof(buf));
+	assert_string_equal(buf, "d 30 6:9536:ab000000000000000000000000000000,"
+				 "7:0:00000000000000000000000000000001");
+	assert_int_equal(phx_ckpt_digests_parse(buf, PHX_DIGEST_XXH3, &step, back, 4, &n), 0);
+	assert_int_equal(step, 30);
+	assert_int_equal(n, 2);
+	assert_memory_equal(back, s, sizeof(s));
+	/* Too many for the room, the wrong digest length, trailing junk, nothing. */
+	assert_int_equal(phx_ckpt_digests_parse(buf, PHX_DIGEST_XXH3, &step, back, 1, &n), -1);
+	assert_int_equal(phx_ckpt_digests_parse(buf, PHX_DIGEST_SHA256, &step, back, 4, &n), -1);
+	strcat(buf, "x");
+	assert_int_equal(phx_ckpt_digests_parse(buf, PHX_DIGEST_XXH3, &step, back, 4, &n), -1);
+	assert_int_equal(phx_ckpt_digests_parse("d 30", PHX_DIGEST_XXH3, &step, back, 4, &n), -1);
+	assert_int_equal(phx_ckpt_digests_parse("d 30 ", PHX_DIGEST_XXH3, &step, back, 4, &n), -1);
 }
 
 int main(void)
@@ -184,7 +219,7 @@ int main(void)
 		cmocka_unit_test(test_tiers_due),     cmocka_unit_test(test_state_round_trip),
 		cmocka_unit_test(test_state_refused), cmocka_unit_test(test_common_newest),
 		cmocka_unit_test(test_gc_pick),	      cmocka_unit_test(test_gen_names),
-		cmocka_unit_test(test_manifest),
+		cmocka_unit_test(test_manifest),      cmocka_unit_test(test_digests),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,6 +43,11 @@ static const char *const all_keys[] = {
 	"ckptd.listen",
 	"ckptd.address",
 	"ckptd.socket",
+	"ckptd.metrics",
+	"ckptd.interval",
+	"ckptd.interval_steps",
+	"ckptd.interval_seconds",
+	"ckptd.node_mtbf_hours",
 	"checkpoint.keep",
 	"launcher.hang_timeout",
 	"launcher.max_restarts",
@@ -79,6 +84,11 @@ static void assert_defaults(const struct phx_conf *c)
 	assert_string_equal(c->ckptd.listen, "0.0.0.0:7720");
 	assert_string_equal(c->ckptd.address, "");
 	assert_string_equal(c->ckptd.socket, "/run/phalanx/ckptd.sock");
+	assert_string_equal(c->ckptd.metrics, "127.0.0.1:7721");
+	assert_int_equal(c->ckptd.interval, 0);
+	assert_int_equal(c->ckptd.interval_steps, 1000);
+	assert_int_equal(c->ckptd.interval_seconds, 1800);
+	assert_int_equal(c->ckptd.node_mtbf_hours, 5000);
 	assert_int_equal(c->checkpoint.keep, 3);
 	assert_int_equal(c->launcher.hang_timeout_s, 600);
 	assert_int_equal(c->launcher.max_restarts, 3);

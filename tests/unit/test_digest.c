@@ -125,7 +125,7 @@ static void test_feed(void **state)
 static void test_names(void **state)
 {
 	enum phx_digest_algo a;
-	char hex[PHX_DIGEST_HEX_MAX];
+	char hex[PHX_DIGEST_HEX_LEN];
 	const uint8_t d[32] = { 0x01, 0xab };
 
 	(void)state;

@@ -1,0 +1,194 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+#
+# phalanx-ckptd on the host side of the lab, agents in the lab's nodes:
+# simulated agents (tests/bench/ckpt_sim, one per node, with the job token
+# the plugin minted) commit generations over the lab network; the daemon
+# is killed in the middle of a commit and started again; one job cannot
+# act on another's generations.
+
+load lib
+
+setup_file()
+{
+	require_lab
+	lab_has_plugin || skip "the lab was brought up with --no-plugin (no job tokens)"
+	export LAB_DIR=$(dirname "$(dirname "$SLURM_CONF")")
+	export CKPTD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/phx-ckptd-lab.XXXXXX")
+	chmod 0755 "$CKPTD_DIR"
+	mkdir -p "$CKPTD_DIR/shards"
+	export CKPTD_ADDR=10.77.${PHX_LAB_ID:-0}.1:$((17700 + 10 * ${PHX_LAB_ID:-0}))
+	export CKPTD_METRICS=127.0.0.1:$((17701 + 10 * ${PHX_LAB_ID:-0}))
+	export SIM=$PHX_BUILD_DIR/tests/bench/ckpt_sim
+	export PHX=$PHX_BUILD_DIR/launcher/phalanx
+	start_daemon
+	# One allocation of four nodes; every phase is a step of it, so the job
+	# id (and with it the token) stays the same.
+	JOB_A=$(sbatch --parsable -N4 -o /dev/null --wrap 'sleep 600')
+	JOB_B=$(sbatch --parsable -N1 -o /dev/null --wrap 'sleep 600')
+	export JOB_A JOB_B
+	wait_for 60 job_running "$JOB_A"
+	wait_for 60 job_running "$JOB_B"
+}
+
+teardown_file()
+{
+	scancel "${JOB_A:-0}" "${JOB_B:-0}" 2>/dev/null
+	stop_daemon
+	[ -n "${CKPTD_DIR:-}" ] && rm -rf "$CKPTD_DIR"
+}
+
+job_running()
+{
+	[ "$(job_state "$1")" = RUNNING ]
+}
+
+start_daemon()
+{
+	# A killed daemon leaves its socket file; wait for the new one's.
+	rm -f "$CKPTD_DIR/ckptd.sock"
+	"$PHX_BUILD_DIR/checkpoint/phalanx-ckptd" --listen "$CKPTD_ADDR" \
+		--socket "$CKPTD_DIR/ckptd.sock" --state-dir "$CKPTD_DIR/state" \
+		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" --keep 3 \
+		>>"$CKPTD_DIR/daemon.log" 2>&1 &
+	echo $! >"$CKPTD_DIR/pid"
+	wait_for 10 test -S "$CKPTD_DIR/ckptd.sock"
+}
+
+stop_daemon()
+{
+	local pid
+
+	pid=$(cat "$CKPTD_DIR/pid" 2>/dev/null) || return 0
+	kill "$pid" 2>/dev/null
+	wait_for 10 bash -c "! kill -0 $pid 2>/dev/null"
+	rm -f "$CKPTD_DIR/pid"
+}
+
+# sim JOB NODES ARGS...: one simulated agent per node of a step of JOB.
+sim()
+{
+	local job=$1 nodes=$2
+	shift 2
+	srun --jobid="$job" --overlap -N"$nodes" --ntasks-per-node=1 bash -c \
+		'exec "$0" run --address "$1" --token "$PHALANX_JOB_TOKEN" --job "$SLURM_JOB_ID" \
+			--uid "$(id -u)" --nodes 1 --first-node "$SLURM_NODEID" --job-nodes 4 \
+			--ranks-per-node 2 --timeout 30 "${@:2}"' \
+		"$SIM" "$CKPTD_ADDR" "$@"
+}
+
+ckpt()
+{
+	"$PHX" ckpt "$@" --socket "$CKPTD_DIR/ckptd.sock"
+}
+
+@test "a job's agents in the nodes commit generations with the plugin's token" {
+	run --separate-stderr sim "$JOB_A" 4 --gens 3 --shard-dir "$CKPTD_DIR/shards"
+	show_run
+	[ "$status" -eq 0 ]
+	# Every node's agent saw every commit.
+	[ "$(grep -c '^committed 3 300' <<<"$output")" -eq 4 ]
+	run --separate-stderr ckpt ls --job "$JOB_A"
+	show_run
+	[ "$status" -eq 0 ]
+	[ "$(awk -v j="$JOB_A" '$1 == j { print $2 }' <<<"$output" | xargs)" = "1 2 3" ]
+	# The shards are real files with real digests: verify reads them all.
+	run --separate-stderr ckpt verify "$JOB_A"
+	show_run
+	[ "$status" -eq 0 ]
+	grep -q "generation 3 (step 300, 8 ranks): 8 verified, 0 corrupt" <<<"$output"
+	run --separate-stderr curl -sf "http://$CKPTD_METRICS/metrics"
+	[ "$status" -eq 0 ]
+	grep -q '^phalanx_ckptd_commits_total 3$' <<<"$output"
+}
+
+@test "a corrupt shard fails phalanx ckpt verify, naming the rank" {
+	cp "$CKPTD_DIR/shards/$JOB_A-2-5" "$CKPTD_DIR/rank5.bak"
+	printf 'X' | dd of="$CKPTD_DIR/shards/$JOB_A-2-5" bs=1 seek=100 conv=notrunc 2>/dev/null
+	run --separate-stderr ckpt verify "$JOB_A" 2
+	mv "$CKPTD_DIR/rank5.bak" "$CKPTD_DIR/shards/$JOB_A-2-5"
+	show_run
+	[ "$status" -eq 1 ]
+	grep -q "rank 5: shared copy .* does not match its sha256 digest" <<<"$stderr"
+	grep -q "7 verified, 1 corrupt" <<<"$output"
+}
+
+@test "killed mid-commit and restarted, the daemon loses no commit and publishes no partial generation" {
+	ckpt ls --json >"$CKPTD_DIR/before.json"
+	# Generation 4 prepared by two nodes of four, then the daemon dies.
+	run --separate-stderr sim "$JOB_A" 2 --first-gen 4 --no-wait
+	show_run
+	[ "$status" -eq 0 ]
+	run --separate-stderr "$PHX" status --json --socket "$CKPTD_DIR/ckptd.sock"
+	show_run
+	grep -A2 '"open"' <<<"$output" | grep -q '4'
+	kill -9 "$(cat "$CKPTD_DIR/pid")"
+	wait_for 10 bash -c "! kill -0 $(cat "$CKPTD_DIR/pid") 2>/dev/null"
+	start_daemon
+	ckpt ls --json >"$CKPTD_DIR/after.json"
+	cmp "$CKPTD_DIR/before.json" "$CKPTD_DIR/after.json"
+	# The other two nodes prepare generation 4 now: the first two's prepares
+	# died with the daemon and their agents are gone, so it stays unpublished.
+	run --separate-stderr srun --jobid="$JOB_A" --overlap -N4 --ntasks-per-node=1 bash -c \
+		'[ "$SLURM_NODEID" -lt 2 ] && exit 0; exec "$0" run --address "$1" \
+			--token "$PHALANX_JOB_TOKEN" --job "$SLURM_JOB_ID" --uid "$(id -u)" --nodes 1 \
+			--first-node "$SLURM_NODEID" --job-nodes 4 --ranks-per-node 2 --first-gen 4 \
+			--no-wait' "$SIM" "$CKPTD_ADDR"
+	show_run
+	[ "$status" -eq 0 ]
+	run --separate-stderr ckpt ls --job "$JOB_A"
+	show_run
+	[ "$(awk -v j="$JOB_A" '$1 == j { print $2 }' <<<"$output" | xargs)" = "1 2 3" ]
+	# A whole generation from all four commits, and generation 4 gives way.
+	run --separate-stderr sim "$JOB_A" 4 --first-gen 5
+	show_run
+	[ "$status" -eq 0 ]
+	[ "$(grep -c '^committed 5 500' <<<"$output")" -eq 4 ]
+	run --separate-stderr ckpt ls --job "$JOB_A"
+	[ "$(awk -v j="$JOB_A" '$1 == j { print $2 }' <<<"$output" | xargs)" = "2 3 5" ]
+	grep -q "generation 4 aborted: a newer generation committed" "$CKPTD_DIR/daemon.log"
+}
+
+@test "an agent with another job's token is refused and changes nothing" {
+	# Job B's agent claims job A with job B's token.
+	run --separate-stderr srun --jobid="$JOB_B" --overlap -N1 bash -c \
+		'exec "$0" run --address "$1" --token "$PHALANX_JOB_TOKEN" --job "$2" \
+			--uid "$(id -u)" --nodes 1 --job-nodes 4 --ranks-per-node 2 --first-gen 9 \
+			--timeout 5' "$SIM" "$CKPTD_ADDR" "$JOB_A"
+	show_run
+	[ "$status" -ne 0 ]
+	grep -q "^refused the answer does not prove the token of job $JOB_A" <<<"$output"
+	run --separate-stderr ckpt ls --job "$JOB_A"
+	[ "$(awk -v j="$JOB_A" '$1 == j { print $2 }' <<<"$output" | xargs)" = "2 3 5" ]
+	grep -q "phalanx_ckptd_auth_failures_total [1-9]" <<<"$(curl -sf "http://$CKPTD_METRICS/metrics")"
+	# With its own token, job B's agent reads job B's (empty) catalog, not job A's.
+	run --separate-stderr srun --jobid="$JOB_B" --overlap -N1 bash -c \
+		'exec "$0" query --address "$1" --token "$PHALANX_JOB_TOKEN" --job "$SLURM_JOB_ID" \
+			--uid "$(id -u)" --job-nodes 4 --ranks-per-node 2 --timeout 5' "$SIM" "$CKPTD_ADDR"
+	show_run
+	[ "$status" -eq 0 ]
+	[ "$output" = "manifest 0 step 0 world 0" ]
+}
+
+@test "another user can neither list, read nor remove a job's generations" {
+	id nobody >/dev/null 2>&1 || skip "no user 'nobody'"
+	as_nobody=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
+	run --separate-stderr "${as_nobody[@]}" "$PHX" ckpt ls --socket "$CKPTD_DIR/ckptd.sock"
+	show_run
+	[ "$status" -eq 0 ]
+	! grep -q "^$JOB_A " <<<"$output"
+	for cmd in "ls --job $JOB_A" "verify $JOB_A" "rm $JOB_A 5"; do
+		# shellcheck disable=SC2086
+		run --separate-stderr "${as_nobody[@]}" "$PHX" ckpt $cmd --socket "$CKPTD_DIR/ckptd.sock"
+		show_run
+		[ "$status" -eq 1 ]
+		grep -q "no job $JOB_A of uid $(id -u nobody)" <<<"$stderr"
+	done
+	# root may; the generation is gone from the catalog for good.
+	run --separate-stderr ckpt rm "$JOB_A" 2
+	[ "$status" -eq 0 ]
+	stop_daemon
+	start_daemon
+	run --separate-stderr ckpt ls --job "$JOB_A"
+	[ "$(awk -v j="$JOB_A" '$1 == j { print $2 }' <<<"$output" | xargs)" = "3 5" ]
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Frames reach phalanx-ckptd from any host that can connect, and reach the
+ * agents from the daemon: any bytes, split anywhere, must give messages or
+ * a refusal. The first input byte picks the reading side and a split point.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/ckpt_wire.h"
+#include "tests/fuzz/fuzz.h"
+
+const char phx_fuzz_corpus_name[] = "ckpt_wire";
+
+static void body(const char *b, size_t len, enum phx_wire_side side, struct phx_wire_order *o)
+{
+	struct phx_wire_msg m;
+	char err[512];
+
+	if (phx_wire_decode(b, len, side, &m, err, sizeof(err)) < 0) {
+		if (!err[0])
+			abort();
+		return;
+	}
+	if (phx_wire_order_accept(o, &m, err, sizeof(err)) < 0 && !err[0])
+		abort();
+	phx_wire_msg_free(&m);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct phx_wire_reader r;
+	struct phx_wire_order o;
+	enum phx_wire_side side;
+	const char *b;
+	size_t len, split;
+	char err[256];
+	int rc;
+
+	if (!size)
+		return 0;
+	side = data[0] & 1 ? PHX_SIDE_CLIENT : PHX_SIDE_DAEMON;
+	split = size > 1 ? (data[0] >> 1) % size : 0;
+	data++, size--;
+	/* The input whole as one message body. */
+	phx_wire_order_init(&o, side, PHX_ROLE_AGENT);
+	body((const char *)data, size, side, &o);
+	/* And as a stream of frames arriving in two pieces. */
+	phx_wire_reader_init(&r, 1 << 16);
+	phx_wire_order_init(&o, side, PHX_ROLE_AGENT);
+	if (split > size)
+		split = size;
+	phx_wire_reader_feed(&r, data, split);
+	while ((rc = phx_wire_reader_next(&r, &b, &len, err, sizeof(err))) == 1)
+		body(b, len, side, &o);
+	if (rc == 0) {
+		phx_wire_reader_feed(&r, data + split, size - split);
+		while ((rc = phx_wire_reader_next(&r, &b, &len, err, sizeof(err))) == 1)
+			body(b, len, side, &o);
+	}
+	phx_wire_reader_free(&r);
+	return 0;
+}

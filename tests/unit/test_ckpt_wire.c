@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <json-c/json.h>
+
+#include "common/ckpt_wire.h"
+#include "common/token.h"
+
+#define SHA_A "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+static int decode(const char *text, enum phx_wire_side side, struct phx_wire_msg *m, char *err,
+		  size_t errlen)
+{
+	return phx_wire_decode(text, strlen(text), side, m, err, errlen);
+}
+
+static void expect_refused(const char *text, enum phx_wire_side side, const char *needle)
+{
+	struct phx_wire_msg m;
+	char err[512] = "";
+
+	if (decode(text, side, &m, err, sizeof(err)) == 0)
+		fail_msg("accepted: %s", text);
+	if (!strstr(err, needle))
+		fail_msg("\"%s\" lacks \"%s\" for %s", err, needle, text);
+}
+
+static void test_frame_round_trip(void **state)
+{
+	struct phx_wire_reader r;
+	struct phx_wire_msg m;
+	struct phx_manifest_shard sh = { .rank = 3, .bytes = 99, .filled = 1 };
+	const char *body;
+	size_t len, flen;
+	char err[256], *frame;
+
+	(void)state;
+	snprintf(sh.digest.alg, sizeof(sh.digest.alg), "sha256");
+	snprintf(sh.digest.hex, sizeof(sh.digest.hex), SHA_A);
+	snprintf(sh.locations[0].tier, sizeof(sh.locations[0].tier), "local");
+	sh.locations[0].path = "/ckpt/3";
+	sh.nlocations = 1;
+	frame = phx_wire_frame(phx_wire_prepare(5, 500, &sh, 1), &flen);
+	assert_non_null(frame);
+	assert_int_equal((unsigned char)frame[0] << 24 | (unsigned char)frame[1] << 16 |
+				 (unsigned char)frame[2] << 8 | (unsigned char)frame[3],
+			 flen - 4);
+	phx_wire_reader_init(&r, 0);
+	/* Byte by byte: no frame until the last byte arrives. */
+	for (size_t i = 0; i < flen; i++) {
+		assert_int_equal(phx_wire_reader_next(&r, &body, &len, err, sizeof(err)), 0);
+		assert_int_equal(phx_wire_reader_feed(&r, frame + i, 1), 0);
+	}
+	assert_int_equal(phx_wire_reader_next(&r, &body, &len, err, sizeof(err)), 1);
+	assert_int_equal(phx_wire_decode(body, len, PHX_SIDE_DAEMON, &m, err, sizeof(err)), 0);
+	assert_int_equal(m.type, PHX_MSG_PREPARE);
+	assert_int_equal(m.gen, 5);
+	assert_int_equal(m.step, 500);
+	assert_int_equal(m.nshards, 1);
+	assert_int_equal(m.shards[0].rank, 3);
+	assert_int_equal(m.shards[0].bytes, 99);
+	assert_string_equal(m.shards[0].locations[0].path, "/ckpt/3");
+	phx_wire_msg_free(&m);
+	assert_int_equal(phx_wire_reader_next(&r, &body, &len, err, sizeof(err)), 0);
+	/* Two frames in one read come out one at a time. */
+	assert_int_equal(phx_wire_reader_feed(&r, frame, flen), 0);
+	assert_int_equal(phx_wire_reader_feed(&r, frame, flen), 0);
+	assert_int_equal(phx_wire_reader_next(&r, &body, &len, err, sizeof(err)), 1);
+	assert_int_equal(phx_wire_reader_next(&r, &body, &len, err, sizeof(err)), 1);
+	assert_int_equal(phx_wire_reader_next(&r, &body, &len, err, sizeof(err)), 0);
+	phx_wire_reader_free(&r);
+	free(frame);
+}
+
+static void test_frame_limits(void **state)
+{
+	struct phx_wire_reader r;
+	const char *body;
+	size_t len;
+	char err[256];
+	static const char zero[4] = { 0, 0, 0, 0 }, huge[4] = { 0x7f, 0, 0, 0 };
+
+	(void)state;
+	phx_wire_reader_init(&r, 1024);
+	phx_wire_reader_feed(&r, zero, 4);
+	assert_int_equal(phx_wire_reader_next(&r, &body, &len, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "frame of 0 bytes"));
+	phx_wire_reader_free(&r);
+	phx_wire_reader_init(&r, 1024);
+	phx_wire_reader_feed(&r, huge, 4);
+	assert_int_equal(phx_wire_reader_next(&r, &body, &len, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "frames hold 1 to 1024 bytes"));
+	phx_wire_reader_free(&r);
+}
+
+static void test_decode_refusals(void **state)
+{
+	(void)state;
+	expect_refused("{\"type\":\"hello\"}", PHX_SIDE_DAEMON, "missing \"v\"");
+	expect_refused("{\"v\":2,\"type\":\"hello\"}", PHX_SIDE_DAEMON, "protocol version 2");
+	expect_refused("{\"v\":1,\"type\":\"bogus\"}", PHX_SIDE_DAEMON, "type \"bogus\"");
+	expect_refused("{\"v\":1,\"type\":\"commit\",\"gen\":1,\"step\":1,\"keep_from\":1}",
+		       PHX_SIDE_DAEMON, "not one phalanx-ckptd reads");
+	expect_refused("{\"v\":1,\"type\":\"hello\",\"role\":\"agent\",\"job\":0,\"uid\":1,"
+		       "\"node\":\"n1\"}",
+		       PHX_SIDE_DAEMON, "\"job\" must be from 1");
+	expect_refused("{\"v\":1,\"type\":\"hello\",\"role\":\"root\"}", PHX_SIDE_DAEMON,
+		       "not \"agent\" or \"admin\"");
+	expect_refused("{\"v\":1,\"type\":\"hello\",\"role\":\"admin\",\"job\":3}", PHX_SIDE_DAEMON,
+		       "unknown key \"job\"");
+	expect_refused("{\"v\":1,\"type\":\"auth\",\"mac\":\"XYZ\"}", PHX_SIDE_DAEMON,
+		       "lower-case hex");
+	expect_refused("{\"v\":1,\"type\":\"prepare\",\"gen\":0,\"step\":1,\"shards\":[]}",
+		       PHX_SIDE_DAEMON, "\"gen\" must be from 1");
+	expect_refused("{\"v\":1,\"type\":\"prepare\",\"gen\":1,\"step\":1,\"shards\":[]}",
+		       PHX_SIDE_DAEMON, "\"shards\" is empty");
+	expect_refused("{\"v\":1,\"type\":\"prepare\",\"gen\":1,\"step\":1,\"shards\":[{\"rank\":0,"
+		       "\"bytes\":1,\"digest\":{\"alg\":\"sha256\",\"hex\":\"ab\"},"
+		       "\"locations\":[{\"tier\":\"local\",\"path\":\"/x\"}]}]}",
+		       PHX_SIDE_DAEMON, "64 hex characters");
+	expect_refused("{\"v\":1,\"type\":\"event\",\"kind\":\"node_bad\"}", PHX_SIDE_DAEMON,
+		       "must name the \"node\"");
+	expect_refused("{\"v\":1,\"type\":\"event\",\"kind\":\"party\"}", PHX_SIDE_DAEMON,
+		       "is not save");
+	expect_refused("{\"v\":1,\"type\":\"register\",\"nodes\":4,\"ranks\":2,\"layout\":\"\"}",
+		       PHX_SIDE_DAEMON, "4 nodes for only 2 ranks");
+	expect_refused("{\"v\":1,\"type\":\"manifest\",\"gen\":0,\"manifest\":{}}", PHX_SIDE_CLIENT,
+		       "only then");
+	expect_refused("{\"v\":1,\"type\":\"abort\",\"gen\":1,\"reason\":\"a\\u0000b\"}",
+		       PHX_SIDE_DAEMON, "");
+}
+
+static void test_decode_fields(void **state)
+{
+	struct phx_wire_msg m;
+	char err[256];
+
+	(void)state;
+	assert_int_equal(decode("{\"v\":1,\"type\":\"hello\",\"role\":\"agent\",\"job\":77,"
+				"\"uid\":1000,\"node\":\"n3\"}",
+				PHX_SIDE_DAEMON, &m, err, sizeof(err)),
+			 0);
+	assert_int_equal(m.role, PHX_ROLE_AGENT);
+	assert_int_equal(m.job, 77);
+	assert_int_equal(m.uid, 1000);
+	assert_string_equal(m.node, "n3");
+	phx_wire_msg_free(&m);
+	assert_int_equal(decode("{\"v\":1,\"type\":\"event\",\"kind\":\"save\",\"value\":1500,"
+				"\"bytes\":4096}",
+				PHX_SIDE_DAEMON, &m, err, sizeof(err)),
+			 0);
+	assert_string_equal(m.kind, "save");
+	assert_int_equal(m.value, 1500);
+	assert_int_equal(m.bytes, 4096);
+	phx_wire_msg_free(&m);
+	assert_int_equal(decode("{\"v\":1,\"type\":\"interval\",\"mode\":\"auto\",\"steps\":0,"
+				"\"seconds\":613}",
+				PHX_SIDE_CLIENT, &m, err, sizeof(err)),
+			 0);
+	assert_string_equal(m.mode, "auto");
+	assert_int_equal(m.seconds, 613);
+	phx_wire_msg_free(&m);
+}
+
+static void accept_seq(enum phx_wire_side side, enum phx_wire_role role, const char *const *msgs,
+		       int bad_at)
+{
+	struct phx_wire_order o;
+	char err[256];
+
+	phx_wire_order_init(&o, side, role);
+	for (int i = 0; msgs[i]; i++) {
+		struct phx_wire_msg m;
+		int rc;
+
+		assert_int_equal(decode(msgs[i], side, &m, err, sizeof(err)), 0);
+		rc = phx_wire_order_accept(&o, &m, err, sizeof(err));
+		phx_wire_msg_free(&m);
+		if (i == bad_at) {
+			assert_int_equal(rc, -1);
+			return;
+		}
+		assert_int_equal(rc, 0);
+	}
+	assert_int_equal(bad_at, -1);
+}
+
+#define HELLO "{\"v\":1,\"type\":\"hello\",\"role\":\"agent\",\"job\":7,\"uid\":1,\"node\":\"a\"}"
+#define AUTH "{\"v\":1,\"type\":\"auth\",\"mac\":\"" SHA_A "\"}"
+#define REG "{\"v\":1,\"type\":\"register\",\"nodes\":1,\"ranks\":1,\"layout\":\"\"}"
+#define ABORT "{\"v\":1,\"type\":\"abort\",\"gen\":1,\"reason\":\"x\"}"
+
+static void test_order(void **state)
+{
+	const char *good[] = { HELLO, AUTH, REG, ABORT, ABORT, NULL };
+	const char *early[] = { HELLO, ABORT, NULL };
+	const char *twice[] = { HELLO, AUTH, REG, REG, NULL };
+	const char *first[] = { AUTH, NULL };
+	const char *admin_prep[] = { "{\"v\":1,\"type\":\"hello\",\"role\":\"admin\"}", ABORT,
+				     NULL };
+	const char *agent_rm[] = { HELLO, AUTH, REG,
+				   "{\"v\":1,\"type\":\"rm\",\"job\":7,\"gen\":1}", NULL };
+	const char *agent_q[] = { HELLO, AUTH, REG,
+				  "{\"v\":1,\"type\":\"query\",\"job\":8,\"gen\":1}", NULL };
+	const char *client[] = {
+		"{\"v\":1,\"type\":\"challenge\",\"nonce\":\"" SHA_A "\"}",
+		"{\"v\":1,\"type\":\"welcome\",\"committed\":0,\"step\":0}",
+		"{\"v\":1,\"type\":\"commit\",\"gen\":1,\"step\":1,\"keep_from\":1}",
+		"{\"v\":1,\"type\":\"welcome\",\"committed\":0,\"step\":0}", NULL
+	};
+
+	(void)state;
+	accept_seq(PHX_SIDE_DAEMON, 0, good, -1);
+	accept_seq(PHX_SIDE_DAEMON, 0, early, 1);
+	accept_seq(PHX_SIDE_DAEMON, 0, twice, 3);
+	accept_seq(PHX_SIDE_DAEMON, 0, first, 0);
+	accept_seq(PHX_SIDE_DAEMON, 0, admin_prep, 1);
+	accept_seq(PHX_SIDE_DAEMON, 0, agent_rm, 3);
+	accept_seq(PHX_SIDE_DAEMON, 0, agent_q, 3);
+	accept_seq(PHX_SIDE_CLIENT, PHX_ROLE_AGENT, client, 3);
+}
+
+static void test_auth(void **state)
+{
+	struct phx_key key, other;
+	char token[PHX_TOKEN_HEX_LEN + 1], nonce[PHX_WIRE_NONCE_HEX + 1], nonce2[65],
+		mac[PHX_WIRE_MAC_HEX + 1];
+
+	(void)state;
+	for (int i = 0; i < PHX_KEY_BYTES; i++)
+		key.bytes[i] = (unsigned char)i;
+	other = key;
+	other.bytes[0] ^= 1;
+	assert_int_equal(phx_token_mint(&key, 4242, 1000, token), 0);
+	assert_int_equal(phx_wire_nonce(nonce), 0);
+	assert_int_equal(phx_wire_nonce(nonce2), 0);
+	assert_string_not_equal(nonce, nonce2);
+	assert_int_equal(phx_wire_auth_mac(token, nonce, 4242, 1000, "n1", mac), 0);
+	assert_null(strstr(mac, token));
+	assert_true(phx_wire_auth_verify(&key, nonce, 4242, 1000, "n1", mac));
+	/* Bound to the nonce, the job, the uid, the node and the cluster key. */
+	assert_false(phx_wire_auth_verify(&key, nonce2, 4242, 1000, "n1", mac));
+	assert_false(phx_wire_auth_verify(&key, nonce, 4243, 1000, "n1", mac));
+	assert_false(phx_wire_auth_verify(&key, nonce, 4242, 0, "n1", mac));
+	assert_false(phx_wire_auth_verify(&key, nonce, 4242, 1000, "n2", mac));
+	assert_false(phx_wire_auth_verify(&other, nonce, 4242, 1000, "n1", mac));
+	assert_false(phx_wire_auth_verify(&key, nonce, 4242, 1000, "n1", "short"));
+	assert_int_equal(phx_wire_auth_mac("short", nonce, 1, 1, "n", mac), -1);
+}
+
+static void test_writer_socket(void **state)
+{
+	struct phx_wire_writer w = { 0 };
+	struct phx_wire_reader r;
+	const char *body;
+	size_t len;
+	char err[256], buf[65536];
+	int sv[2], n = 0;
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	for (int i = 0; i < 2000; i++)
+		assert_int_equal(phx_wire_writer_put(&w, phx_wire_error("a reason of some length")),
+				 0);
+	phx_wire_reader_init(&r, 0);
+	/* The socket takes part, the reader drains, until everything arrived. */
+	while (phx_wire_writer_flush(&w, sv[0]) == 0 || n < 2000) {
+		ssize_t got = read(sv[1], buf, sizeof(buf));
+
+		if (got > 0)
+			phx_wire_reader_feed(&r, buf, (size_t)got);
+		while (phx_wire_reader_next(&r, &body, &len, err, sizeof(err)) == 1) {
+			struct phx_wire_msg m;
+
+			assert_int_equal(
+				phx_wire_decode(body, len, PHX_SIDE_CLIENT, &m, err, sizeof(err)),
+				0);
+			assert_string_equal(m.reason, "a reason of some length");
+			phx_wire_msg_free(&m);
+			n++;
+		}
+	}
+	assert_int_equal(n, 2000);
+	phx_wire_reader_free(&r);
+	phx_wire_writer_free(&w);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_frame_round_trip),
+		cmocka_unit_test(test_frame_limits),
+		cmocka_unit_test(test_decode_refusals),
+		cmocka_unit_test(test_decode_fields),
+		cmocka_unit_test(test_order),
+		cmocka_unit_test(test_auth),
+		cmocka_unit_test(test_writer_socket),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * phalanx-ckptd's journal and catalog: records survive a reopen, a torn or
+ * corrupt tail is cut, and a restarted daemon replays exactly the committed
+ * generations (never a partial one), removals, failure counts and the
+ * compacted journal.
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "checkpoint/ckptd.h"
+#include "tests/unit/scratch.h"
+
+#define SHA_A "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+static char dir[256];
+
+static int setup(void **state)
+{
+	(void)state;
+	return phx_scratch_make(dir, sizeof(dir), "test-ckptd-journal");
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	return phx_scratch_remove(dir);
+}
+
+struct seen {
+	int n;
+	char bodies[8][32];
+};
+
+static int collect(void *arg, const char *body, size_t len, char *err, size_t errlen)
+{
+	struct seen *s = arg;
+
+	(void)err;
+	(void)errlen;
+	if (s->n < 8)
+		snprintf(s->bodies[s->n], sizeof(s->bodies[0]), "%.*s", (int)len, body);
+	s->n++;
+	return 0;
+}
+
+static off_t size_of(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return st.st_size;
+}
+
+static void test_records_and_torn_tail(void **state)
+{
+	struct ckptd_journal jr;
+	struct seen s = { 0 };
+	char path[512], err[256];
+	off_t whole;
+	int fd;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/j1", dir);
+	assert_int_equal(ckptd_journal_open(&jr, path, collect, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.n, 0);
+	assert_int_equal(ckptd_journal_append(&jr, "{\"a\":1}", 7, err, sizeof(err)), 0);
+	assert_int_equal(ckptd_journal_append(&jr, "{\"b\":2}", 7, err, sizeof(err)), 0);
+	assert_int_equal(ckptd_journal_append(&jr, "{\"c\":3}", 7, err, sizeof(err)), 0);
+	ckptd_journal_close(&jr);
+	whole = size_of(path);
+	/* A crash in the middle of a fourth record: a header and half a body. */
+	fd = open(path, O_WRONLY | O_APPEND);
+	assert_true(write(fd, "\0\0\0\x10\1\2\3\4{\"d\"", 12) == 12);
+	close(fd);
+	assert_int_equal(ckptd_journal_open(&jr, path, collect, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.n, 3);
+	assert_string_equal(s.bodies[2], "{\"c\":3}");
+	assert_int_equal(size_of(path), whole);
+	/* Appends continue after the cut. */
+	assert_int_equal(ckptd_journal_append(&jr, "{\"d\":4}", 7, err, sizeof(err)), 0);
+	ckptd_journal_close(&jr);
+	/* A flipped byte in the second record ends the journal before it. */
+	fd = open(path, O_WRONLY);
+	assert_true(pwrite(fd, "X", 1, 15 + 8 + 3) == 1);
+	close(fd);
+	s.n = 0;
+	assert_int_equal(ckptd_journal_open(&jr, path, collect, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.n, 1);
+	assert_string_equal(s.bodies[0], "{\"a\":1}");
+	ckptd_journal_close(&jr);
+}
+
+static void test_crc32(void **state)
+{
+	static const char text[] = "123456789abcdefghijklmnopqrstuvwxyz";
+
+	(void)state;
+	/* The standard check value, and a length that is not a multiple of 8. */
+	assert_int_equal(ckptd_crc32("123456789", 9), 0xcbf43926u);
+	assert_int_equal(ckptd_crc32(text, sizeof(text) - 1), 0x6649163au);
+	assert_int_equal(ckptd_crc32("", 0), 0);
+}
+
+static struct ckptd *daemon_at(const char *sub, int keep)
+{
+	struct ckptd *d = calloc(1, sizeof(*d));
+	char err[512];
+
+	d->keep = keep;
+	d->epfd = -1;
+	d->node_mtbf_prior_s = 3600.0 * 5000;
+	d->interval_seconds = 1800;
+	snprintf(d->state_dir, sizeof(d->state_dir), "%s/%s", dir, sub);
+	mkdir(d->state_dir, 0700);
+	if (ckptd_catalog_load(d, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	return d;
+}
+
+static void daemon_free(struct ckptd *d)
+{
+	ckptd_journal_close(&d->journal);
+	ckptd_catalog_free(d);
+	free(d);
+}
+
+/* Node k prepares its ranks of gen; returns the 2PC answer. */
+static enum phx_commit_result prepare(struct ckptd_job *j, uint64_t gen, uint32_t k,
+				      uint32_t per_node)
+{
+	struct phx_manifest_shard *s = calloc(per_node, sizeof(*s));
+	enum phx_commit_result r;
+	char node[16], reason[256];
+	uint64_t gave_way;
+
+	snprintf(node, sizeof(node), "n%u", k);
+	for (uint32_t i = 0; i < per_node; i++) {
+		s[i].rank = k * per_node + i;
+		s[i].bytes = 100 + s[i].rank;
+		snprintf(s[i].digest.alg, sizeof(s[i].digest.alg), "sha256");
+		snprintf(s[i].digest.hex, sizeof(s[i].digest.hex), SHA_A);
+		snprintf(s[i].locations[0].tier, sizeof(s[i].locations[0].tier), "local");
+		s[i].locations[0].path = "/ckpt/x";
+		s[i].nlocations = 1;
+	}
+	assert_int_equal(phx_commit_prepare(&j->commit, gen, gen * 10, node, s, per_node, &r,
+					    &gave_way, reason, sizeof(reason)),
+			 0);
+	free(s);
+	return r;
+}
+
+static void commit(struct ckptd *d, struct ckptd_job *j, uint64_t gen, uint32_t nodes,
+		   uint32_t per_node)
+{
+	char err[512];
+
+	for (uint32_t k = 0; k < nodes; k++)
+		prepare(j, gen, k, per_node);
+	if (ckptd_publish(d, j, gen, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+}
+
+static void test_restart_replays_catalog(void **state)
+{
+	struct ckptd *d = daemon_at("s1", 3);
+	struct ckptd_job *j = ckptd_job_get(d, 7, 1000);
+	const struct ckptd_entry *e;
+	char err[512], *text4;
+
+	(void)state;
+	assert_int_equal(ckptd_job_register(d, j, 2, 4, "dp=4", "steps:50", err, sizeof(err)), 0);
+	for (uint64_t g = 1; g <= 4; g++)
+		commit(d, j, g, 2, 2);
+	assert_int_equal(j->ngens, 3);
+	assert_int_equal(ckptd_remove(d, j, 3, err, sizeof(err)), 0);
+	assert_int_equal(ckptd_note_failure(d, j), 0);
+	/* Generation 5: one node of two prepared when the daemon dies. */
+	assert_int_equal(prepare(j, 5, 0, 2), PHX_COMMIT_PENDING);
+	text4 = strdup(ckptd_entry_find(j, 4)->text);
+	daemon_free(d);
+
+	d = daemon_at("s1", 3);
+	j = ckptd_job_find(d, 7);
+	assert_non_null(j);
+	assert_int_equal(j->uid, 1000);
+	assert_int_equal(j->nodes, 2);
+	assert_int_equal(j->commit.world, 4);
+	assert_string_equal(j->commit.layout, "dp=4");
+	assert_string_equal(j->interval, "steps:50");
+	assert_int_equal(j->ngens, 2);
+	assert_int_equal(j->gens[0].gen, 2);
+	assert_int_equal(j->gens[1].gen, 4);
+	assert_int_equal(j->commit.committed, 4);
+	assert_int_equal(j->commit.committed_step, 40);
+	assert_null(ckptd_entry_find(j, 5));
+	assert_null(ckptd_entry_find(j, 3));
+	e = ckptd_entry_find(j, 0);
+	assert_int_equal(e->gen, 4);
+	assert_string_equal(e->text, text4);
+	assert_int_equal(d->failures, 1);
+	/* The agents send generation 5 again after reconnecting: it commits whole. */
+	assert_int_equal(prepare(j, 5, 0, 2), PHX_COMMIT_PENDING);
+	assert_int_equal(prepare(j, 5, 1, 2), PHX_COMMIT_READY);
+	assert_int_equal(ckptd_publish(d, j, 5, err, sizeof(err)), 0);
+	/* Removing the whole job is journaled too. */
+	assert_int_equal(ckptd_remove(d, j, 0, err, sizeof(err)), 0);
+	assert_null(ckptd_job_find(d, 7));
+	daemon_free(d);
+	d = daemon_at("s1", 3);
+	assert_null(ckptd_job_find(d, 7));
+	daemon_free(d);
+	free(text4);
+}
+
+static void test_compaction(void **state)
+{
+	struct ckptd *d = daemon_at("s2", 2);
+	struct ckptd_job *j = ckptd_job_get(d, 9, 0), *k;
+	char err[512], path[512];
+
+	(void)state;
+	assert_int_equal(ckptd_job_register(d, j, 8, 256, "", NULL, err, sizeof(err)), 0);
+	for (uint64_t g = 1; g <= 60; g++)
+		commit(d, j, g, 8, 32);
+	assert_true(d->m.journal_compactions > 0);
+	snprintf(path, sizeof(path), "%s/s2/ckptd.journal", dir);
+	/* Bounded by the live state plus the 1 MiB of slack, not sixty generations. */
+	assert_true(size_of(path) < (off_t)(30 * ckptd_entry_find(j, 0)->len));
+	daemon_free(d);
+	d = daemon_at("s2", 2);
+	k = ckptd_job_find(d, 9);
+	assert_non_null(k);
+	assert_int_equal(k->ngens, 2);
+	assert_int_equal(k->gens[0].gen, 59);
+	assert_int_equal(k->gens[1].gen, 60);
+	assert_int_equal(k->commit.committed, 60);
+	daemon_free(d);
+}
+
+static void test_bad_register(void **state)
+{
+	struct ckptd *d = daemon_at("s3", 2);
+	struct ckptd_job *j = ckptd_job_get(d, 11, 0);
+	char err[512];
+
+	(void)state;
+	assert_int_equal(ckptd_job_register(d, j, 2, 4, "", "hourly", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "not auto"));
+	assert_int_equal(ckptd_job_register(d, j, 2, 4, "", NULL, err, sizeof(err)), 0);
+	assert_int_equal(ckptd_job_register(d, j, 2, 8, "", NULL, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "registered with 2 nodes, 4 ranks"));
+	daemon_free(d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_crc32),
+		cmocka_unit_test(test_records_and_torn_tail),
+		cmocka_unit_test(test_restart_replays_catalog),
+		cmocka_unit_test(test_compaction),
+		cmocka_unit_test(test_bad_register),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
