@@ -71,7 +71,8 @@ job()
 		shift
 	done
 	shift
-	timeout 240 srun --mpi=pmix -N2 --ntasks-per-node=1 "$LAUNCH" --agent --config "$CONF" \
+	# -K1: an agent killed ends the step at once (the driver's job in production).
+	timeout 240 srun --mpi=pmix -N2 --ntasks-per-node=1 -K1 "$LAUNCH" --agent --config "$CONF" \
 		--nproc-per-node 2 --sync-interval-ms 300 "${opts[@]}" -- \
 		/usr/bin/python3 "$TRAIN" --phalanx --log-digest --step-sleep 0.05 "$@" >"$out" 2>&1 || {
 		local rc=$?
