@@ -178,6 +178,10 @@ static int io(size_t n, const char *dir, const char *algo_name)
 	struct phx_ckpt_entry e = { .bytes = n };
 	enum phx_digest_algo algo;
 	double t_dd, t_ours, t_read, t_load, t;
+	/* Digest threads of a restore, as checkpoint.digest_threads (0: one per CPU). */
+	unsigned threads = getenv("PHX_BENCH_DIGEST_THREADS")
+				   ? (unsigned)atoi(getenv("PHX_BENCH_DIGEST_THREADS"))
+				   : 0;
 
 	if (phx_digest_parse(algo_name, &algo) < 0) {
 		fprintf(stderr, "phalanx: bench: unknown digest '%s'\n", algo_name);
@@ -216,7 +220,7 @@ static int io(size_t n, const char *dir, const char *algo_name)
 		}
 		memset(dst, 0, n);
 		t = now();
-		if (phx_ckpt_load_file(path, &e, 0, dst, err, sizeof(err)) < 0) {
+		if (phx_ckpt_load_file(path, &e, threads, dst, err, sizeof(err)) < 0) {
 			fprintf(stderr, "phalanx: bench: %s\n", err);
 			return 2;
 		}
