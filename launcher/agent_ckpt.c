@@ -140,8 +140,11 @@ static struct ck_gen *gen_new(struct phx_ckpt *c, long step)
 
 static void gen_staged(struct phx_ckpt *c, struct ck_gen *g)
 {
-	unsigned tiers = phx_ckpt_tiers_due(++c->save_no, c->every, false);
+	/* A save asked for since the last generation (preemption) goes to every tier. */
+	uint64_t req = atomic_load(&((struct phx_hb_header *)c->hb)->save_request);
+	unsigned tiers = phx_ckpt_tiers_due(++c->save_no, c->every, req != c->seen_request);
 
+	c->seen_request = req;
 	g->due = tiers;
 	/* Hook: report "prepare" of generation g->step to phalanx-ckptd here when configured. */
 	for (unsigned i = 0; i < c->nproc; i++) {
@@ -900,6 +903,7 @@ static int configure(struct phx_agent *a, struct phx_ckpt *c)
 
 	c->nproc = a->nproc;
 	c->world = a->map.world;
+	c->hb = a->hb;
 	snprintf(c->node, sizeof(c->node), "%s", a->node);
 	snprintf(c->job, sizeof(c->job), "%s", job ? job : a->run_id);
 	c->job_id = job ? (uint32_t)strtoul(job, NULL, 10) : 0;

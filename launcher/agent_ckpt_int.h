@@ -105,6 +105,8 @@ struct phx_ckpt {
 	/* generations */
 	struct ck_gen gen[CK_GENS];
 	unsigned long save_no;
+	void *hb; /* the heartbeat page: its save request */
+	uint64_t seen_request;
 	long committed[PHX_TIER_COUNT]; /* agreed by every agent, -1 */
 	long restored; /* the generation restored at start, -1 */
 	struct phx_ckpt_state held;
