@@ -152,13 +152,7 @@ def train_phalanx(args, rank, world, model, ddp, opt, true_w, extra):
                 log(rank, f"saved step {done} sha256 {h.hexdigest()}")
             elif rank == 0:
                 log(rank, f"step {done}/{args.steps} loss {loss.item():.4f} (saved)")
-    rc = finish(args, rank, world, model, loss)
-    # PyTorch 1.13 can deadlock destroying DDP at interpreter exit (the
-    # Reducer's destructor joins a gloo thread that waits for the GIL); the
-    # work is done and flushed, so leave without the teardown.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(rc)
+    return finish(args, rank, world, model, loss)
 
 
 def finish(args, rank, world, model, loss):
@@ -171,7 +165,12 @@ def finish(args, rank, world, model, loss):
         log(rank, f"finished {args.steps} steps, final loss {loss.item():.4f}, "
                   f"replicas identical: {same}")
     dist.destroy_process_group()
-    return 0 if same else 1
+    # PyTorch 1.13 can deadlock freeing DDP after this (the Reducer's
+    # destructor joins a gloo thread that waits for the GIL to free the last
+    # collective's tensors): the work is done, so leave without the teardown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0 if same else 1)
 
 
 if __name__ == "__main__":
