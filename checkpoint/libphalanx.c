@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "checkpoint/libphalanx_int.h"
 #include "common/heartbeat.h"
 #include "phalanx.h"
 
@@ -32,6 +33,7 @@ const char *phx_strerror(int status)
 		[PHX_ESTATE] = "call made in the wrong order; see phalanx(3)",
 		[PHX_ENOAGENT] =
 			"no Phalanx agent supervises this process; start it with phalanx-launch",
+		[PHX_EBUSY] = "the agent is still persisting earlier saves; save at a later step",
 	};
 	int code = abs(status);
 
@@ -45,7 +47,7 @@ const char *phx_strerror(int status)
  * not a lock: phx_heartbeat() runs once per training step in a hot loop.
  */
 static _Atomic(struct phx_hb_slot *) hb_slot;
-static void *hb_page;
+void *hb_page;
 static size_t hb_len;
 
 static int hb_env_number(const char *name, long max, long *out)
@@ -118,8 +120,10 @@ int phx_heartbeat(long step)
 
 void phx_finalize(void)
 {
-	struct phx_hb_slot *slot = atomic_exchange(&hb_slot, NULL);
+	struct phx_hb_slot *slot;
 
+	phx_ckpt_finalize();
+	slot = atomic_exchange(&hb_slot, NULL);
 	if (!slot)
 		return;
 	/* No more progress reports: the agent stops timing this worker for hangs. */

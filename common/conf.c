@@ -60,6 +60,7 @@ static const char *const place_names[] = { "topo", "block", "off", NULL };
 static const char *const isolate_names[] = { "job", "task", "off", NULL };
 static const char *const interval_names[] = { "auto", "steps", "seconds", NULL };
 static const char *const tristate_names[] = { "auto", "true", "false", NULL };
+static const char *const digest_names[] = { "xxh3-128", "sha256", NULL };
 
 _Static_assert(sizeof(enum phx_log_level) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum phx_place_mode) == sizeof(int), "enums are stored as int");
@@ -146,7 +147,23 @@ static const struct conf_key keys[] = {
 	{ "recovery.max_requeues", K_INT, OFF(recovery.max_requeues), 0, 1000, NULL, "3", 0,
 	  "requeues of one job before phalanx-ckptd gives up on it" },
 	{ "checkpoint.keep", K_INT, OFF(checkpoint.keep), 1, 1000, NULL, "3", 0,
-	  "committed checkpoint generations kept per job" },
+	  "committed checkpoint generations kept per job and tier" },
+	{ "checkpoint.interval", K_INT, OFF(checkpoint.interval), 0, 100000000, NULL, "0", 0,
+	  "training steps between saves (phx_should_save); 0 = only when the agent asks" },
+	{ "checkpoint.local_dir", K_PATH, OFF(checkpoint.local_dir), 0, PATH_LEN, NULL, "",
+	  K_EMPTY_OK | K_FMT_U | K_FMT_J | K_FMT_N,
+	  "node-local directory tier; %u = uid, %j = job id, %n = node; \"\" = none" },
+	{ "checkpoint.local_every", K_INT, OFF(checkpoint.local_every), 1, 1000000, NULL, "1", 0,
+	  "persist every Nth save to checkpoint.local_dir" },
+	{ "checkpoint.shared_dir", K_PATH, OFF(checkpoint.shared_dir), 0, PATH_LEN, NULL, "",
+	  K_EMPTY_OK | K_FMT_U | K_FMT_J,
+	  "shared file system tier, the same path on every node; \"\" = none" },
+	{ "checkpoint.shared_every", K_INT, OFF(checkpoint.shared_every), 1, 1000000, NULL, "10", 0,
+	  "persist every Nth save to checkpoint.shared_dir" },
+	{ "checkpoint.digest", K_ENUM, OFF(checkpoint.digest_algo), 0, 0, digest_names, "xxh3-128",
+	  0, "shard checksum: xxh3-128 (fast) or sha256" },
+	{ "checkpoint.digest_threads", K_INT, OFF(checkpoint.digest_threads), 0, 256, NULL, "0", 0,
+	  "threads that checksum one shard; 0 = one per CPU" },
 	{ "launcher.hang_timeout", K_INT, OFF(launcher.hang_timeout_s), 10, 86400, NULL, "600", 0,
 	  "seconds without a heartbeat before ranks count as hung" },
 	{ "launcher.max_restarts", K_INT, OFF(launcher.max_restarts), 0, 1000, NULL, "3", 0,

@@ -68,6 +68,13 @@ struct phx_conf {
 	} ckptd;
 	struct {
 		int keep;
+		int interval; /* steps between saves; 0 = only when asked */
+		char *local_dir; /* node-local tier; %j %n %u; "" = none */
+		int local_every; /* persist every Nth save there */
+		char *shared_dir; /* shared file system tier; %j %u; "" = none */
+		int shared_every;
+		int digest_algo; /* enum phx_digest_algo: 0 xxh3-128, 1 sha256 */
+		int digest_threads; /* 0 = one per CPU */
 	} checkpoint;
 	struct {
 		bool act; /* drain, requeue and stop through Slurm */

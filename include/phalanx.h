@@ -23,7 +23,8 @@ enum phx_status {
 	PHX_ENOENT = 4, /* nothing to restore, no such generation */
 	PHX_EAUTH = 5, /* the job token was refused */
 	PHX_ESTATE = 6, /* called in the wrong order */
-	PHX_ENOAGENT = 7 /* no Phalanx agent is supervising this process */
+	PHX_ENOAGENT = 7, /* no Phalanx agent is supervising this process */
+	PHX_EBUSY = 8 /* the agent has no free staging buffer yet; retry at a later step */
 };
 
 /* The library's version as "MAJOR.MINOR.PATCH". */
@@ -44,6 +45,37 @@ int phx_init(void);
  * 0, -PHX_EINVAL, or -PHX_ENOAGENT (not started by phalanx-launch).
  */
 int phx_heartbeat(long step);
+/*
+ * Checkpoints: state is saved into shared memory that the node agent owns
+ * (the stall is one memory copy); the agent persists it to the configured
+ * tiers in the background and commits a generation once every rank's
+ * shard is durable. See phalanx(3). The calls below are thread-safe (one
+ * lock); one save is open at a time per process.
+ */
+
+/*
+ * 1 when the worker should save after training step `step`: every
+ * checkpoint.interval steps, and once after the agent asked for a save
+ * (preemption). 0 when not, or a negated error (-PHX_ENOAGENT).
+ */
+int phx_should_save(long step);
+/*
+ * Opens the save of step `step` of `bytes` bytes: *buf receives a buffer
+ * of at least that size in memory the agent owns; write the state there,
+ * then call phx_save_commit(). 0 or a negated error (-PHX_EBUSY: the
+ * agent still persists older saves into every buffer; skip this save).
+ */
+int phx_save_begin(long step, size_t bytes, void **buf);
+/* Hands the open save to the agent. 0 or a negated error. */
+int phx_save_commit(void);
+/*
+ * The newest committed generation's bytes of this rank: *step, *data and
+ * *bytes; the data is read-only and stays valid until the next
+ * phx_save_commit(), phx_restore() or phx_finalize(). -PHX_ENOENT when
+ * there is nothing to restore.
+ */
+int phx_restore(long *step, const void **data, size_t *bytes);
+
 /*
  * Detaches, and tells the agent that progress reports end here, so the
  * time a worker takes to exit after its last step is not a hang. A later

@@ -10,6 +10,7 @@
 #include <pmix.h>
 
 #include "launcher/agent.h"
+#include "launcher/agent_ckpt.h"
 
 /* PMIx: the agent's identity and the agreement rounds. */
 struct phx_wire {
@@ -107,6 +108,7 @@ struct phx_agent {
 	unsigned *rate_peers;
 	bool *rate_slow;
 	bool *straggler_reported; /* [world] */
+	struct phx_ckpt *ckpt; /* checkpoint staging, agent_ckpt.c */
 };
 
 /* Wire-up: facts exchange, placement, this node's rank map. An exit code or 0. */

@@ -234,24 +234,28 @@ static void handle_signals(struct phx_agent *a)
 	reap(a);
 }
 
+/* Signals, the agreement round, checkpoints; then the workers' pipes. */
+#define PUMP_FIXED 3
+
 int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extra_ready)
 {
-	struct pollfd pfd[2 + 2 * 4096];
+	struct pollfd pfd[PUMP_FIXED + 2 * 4096];
 	struct phx_worker *who[2 * 4096];
 	unsigned n = 0;
 	int rc;
 
 	pfd[n++] = (struct pollfd){ .fd = a->sig_fd, .events = POLLIN };
 	pfd[n++] = (struct pollfd){ .fd = extra_fd, .events = POLLIN };
+	pfd[n++] = (struct pollfd){ .fd = phx_ckpt_fd(a), .events = POLLIN };
 	for (unsigned i = 0; i < a->nproc; i++) {
 		struct phx_worker *w = &a->w[i];
 
 		if (w->out_fd >= 0) {
-			who[n - 2] = w;
+			who[n - PUMP_FIXED] = w;
 			pfd[n++] = (struct pollfd){ .fd = w->out_fd, .events = POLLIN };
 		}
 		if (w->err_fd >= 0) {
-			who[n - 2] = w;
+			who[n - PUMP_FIXED] = w;
 			pfd[n++] = (struct pollfd){ .fd = w->err_fd, .events = POLLIN };
 		}
 	}
@@ -260,8 +264,8 @@ int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extr
 	rc = poll(pfd, n, timeout_ms);
 	if (rc < 0)
 		return errno == EINTR ? 0 : -1;
-	for (unsigned i = 2; i < n; i++) {
-		struct phx_worker *w = who[i - 2];
+	for (unsigned i = PUMP_FIXED; i < n; i++) {
+		struct phx_worker *w = who[i - PUMP_FIXED];
 
 		if (!pfd[i].revents)
 			continue;
@@ -272,6 +276,8 @@ int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extr
 	}
 	if (pfd[0].revents)
 		handle_signals(a);
+	if (pfd[2].revents)
+		phx_ckpt_dispatch(a);
 	if (extra_fd >= 0 && pfd[1].revents && extra_ready)
 		*extra_ready = true;
 	return 0;

@@ -266,6 +266,9 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 		return PHX_EXIT_SETUP;
 	for (unsigned i = 0; i < a->nproc; i++)
 		a->w[i].out_fd = a->w[i].err_fd = a->w[i].log_fd = -1;
+	rc = phx_ckpt_setup(a);
+	if (rc)
+		return rc;
 	if (a->wire.me.rank == 0)
 		phx_info("starting %lu workers on %u nodes (%u per node), rank 0 at %s:%u, "
 			 "hang timeout %d s, max restarts %d",
@@ -290,6 +293,7 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 
 static void cleanup(struct phx_agent *a)
 {
+	phx_ckpt_fini(a);
 	for (unsigned i = 0; a->w && i < a->nproc; i++) {
 		if (a->w[i].log_fd >= 0)
 			close(a->w[i].log_fd);

@@ -4,11 +4,16 @@
 It trains an MLP on a synthetic regression task, keeps a checkpoint of
 model + optimizer + step, and resumes from it when the job is requeued after
 a failure, so the demo can show that no more than one checkpoint interval of
-work is lost. Rank and world come from the torchrun environment (RANK,
+work is lost. With --phalanx every rank saves its shard through Phalanx's
+API instead (memory the node agent owns, persisted by phalanx-launch; the
+interval is phalanx.yaml's checkpoint.interval) and restores the newest
+committed generation; --log-digest prints the SHA-256 of each shard saved
+and restored, so tests can check a restore is bit-identical. Rank and world come from the torchrun environment (RANK,
 WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), falling back to Slurm's
 SLURM_PROCID/SLURM_NTASKS when started by plain srun.
 """
 import argparse
+import hashlib
 import os
 import socket
 import sys
@@ -47,11 +52,19 @@ def save_atomic(state, path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--ckpt-dir", required=True)
+    ap.add_argument("--ckpt-dir", help="checkpoint directory (without --phalanx)")
+    ap.add_argument("--phalanx", action="store_true",
+                    help="save and restore through libphalanx (under phalanx-launch)")
+    ap.add_argument("--state-mb", type=int, default=0,
+                    help="extra state to save, in MiB (makes saves take longer)")
+    ap.add_argument("--log-digest", action="store_true",
+                    help="print the SHA-256 of each shard saved and restored")
     ap.add_argument("--ckpt-every", type=int, default=20)
     ap.add_argument("--step-sleep", type=float, default=0.05,
                     help="seconds per step, so a failure can land mid-run")
     args = ap.parse_args()
+    if not args.phalanx and not args.ckpt_dir:
+        ap.error("--ckpt-dir is required without --phalanx")
 
     rank = int(env("RANK", "SLURM_PROCID", "0"))
     world = int(env("WORLD_SIZE", "SLURM_NTASKS", "1"))
@@ -65,6 +78,10 @@ def main():
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
     true_w = torch.randn(32, 1, generator=torch.Generator().manual_seed(7))
 
+    # Extra state, changed every step so each generation differs.
+    extra = torch.zeros(args.state_mb * (1 << 18), dtype=torch.float32)
+    if args.phalanx:
+        return train_phalanx(args, rank, world, model, ddp, opt, true_w, extra)
     ckpt = os.path.join(args.ckpt_dir, "train.pt")
     start = 0
     if os.path.exists(ckpt):
@@ -92,6 +109,53 @@ def main():
             dist.barrier()
             if rank == 0:
                 log(rank, f"step {done}/{args.steps} loss {loss.item():.4f} (checkpoint)")
+    return finish(args, rank, world, model, loss)
+
+
+def train_phalanx(args, rank, world, model, ddp, opt, true_w, extra):
+    import phalanx
+    import phalanx.pytorch as pp
+
+    phx = phalanx.Phalanx()
+    start = 0
+    got = phx.restore()
+    if got is not None:
+        gen_step, view = got
+        state = pp.decode(view)
+        if args.log_digest:
+            log(rank, f"restored step {gen_step} sha256 {hashlib.sha256(view).hexdigest()}")
+        del view
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        extra.copy_(state["extra"])
+        start = state["step"]
+        log(rank, f"resumed from generation {gen_step} at step {start}")
+    gen = torch.Generator().manual_seed(1000 + rank + 7919 * start)
+    loss = torch.tensor(0.0)
+    for step in range(start, args.steps):
+        x = torch.randn(64, 32, generator=gen)
+        y = x @ true_w
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(ddp(x), y)
+        loss.backward()
+        opt.step()
+        extra.add_(1.0)
+        time.sleep(args.step_sleep)
+        done = step + 1
+        phx.heartbeat(done)
+        if phx.should_save(done):
+            state = {"model": model.state_dict(), "opt": opt.state_dict(), "step": done,
+                     "extra": extra}
+            h = hashlib.sha256() if args.log_digest else None
+            pp.save(phx, done, state, digest=h)
+            if h:
+                log(rank, f"saved step {done} sha256 {h.hexdigest()}")
+            elif rank == 0:
+                log(rank, f"step {done}/{args.steps} loss {loss.item():.4f} (saved)")
+    return finish(args, rank, world, model, loss)
+
+
+def finish(args, rank, world, model, loss):
     # Replicas must agree: DDP keeps their weights identical.
     flat = torch.cat([p.detach().flatten() for p in model.parameters()])
     gathered = [torch.zeros_like(flat) for _ in range(world)]
@@ -101,7 +165,12 @@ def main():
         log(rank, f"finished {args.steps} steps, final loss {loss.item():.4f}, "
                   f"replicas identical: {same}")
     dist.destroy_process_group()
-    return 0 if same else 1
+    # PyTorch 1.13 can deadlock freeing DDP after this (the Reducer's
+    # destructor joins a gloo thread that waits for the GIL to free the last
+    # collective's tensors): the work is done, so leave without the teardown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0 if same else 1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,161 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Phalanx's trainer API for Python, through ctypes (nothing to compile).
+
+    import phalanx
+    phx = phalanx.Phalanx()
+    for step in range(start, steps):
+        train_one_step()
+        phx.heartbeat(step)
+        if phx.should_save(step):
+            phx.save_bytes(step, state_bytes)        # or phalanx.pytorch.save()
+
+    got = phx.restore()     # None, or (step, read-only memoryview)
+
+See phalanx(3). The memory a save writes into belongs to the node agent
+(phalanx-launch), so the save costs the training loop one copy and
+survives a crash of the worker.
+"""
+import ctypes
+import ctypes.util
+import os
+
+__all__ = ["Phalanx", "PhalanxError", "load_library"]
+
+OK, EINVAL, ENOMEM, EIO, ENOENT, EAUTH, ESTATE, ENOAGENT, EBUSY = range(9)
+
+
+class PhalanxError(OSError):
+    """A phx_* call failed; .status is the PHX_* code (positive)."""
+
+    def __init__(self, status, what):
+        self.status = abs(status)
+        super().__init__(self.status, f"phalanx: {what}: {_strerror(status)}")
+
+
+_lib = None
+
+
+def _candidates():
+    env = os.environ.get("PHALANX_LIBRARY")
+    if env:
+        yield env
+    try:
+        from phalanx import _paths  # written at install time
+
+        yield os.path.join(_paths.LIBDIR, "libphalanx.so.0")
+    except ImportError:
+        pass
+    found = ctypes.util.find_library("phalanx")
+    if found:
+        yield found
+    yield "libphalanx.so.0"
+
+
+def load_library():
+    """The loaded libphalanx: $PHALANX_LIBRARY, the installed one, or the loader's."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    errors = []
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path)
+            break
+        except OSError as e:
+            errors.append(str(e))
+    else:
+        raise OSError("phalanx: cannot load libphalanx (" + "; ".join(errors) +
+                      "); set PHALANX_LIBRARY to its path")
+    c_long_p = ctypes.POINTER(ctypes.c_long)
+    sigs = {
+        "phx_strerror": ([ctypes.c_int], ctypes.c_char_p),
+        "phx_init": ([], ctypes.c_int),
+        "phx_heartbeat": ([ctypes.c_long], ctypes.c_int),
+        "phx_should_save": ([ctypes.c_long], ctypes.c_int),
+        "phx_save_begin": ([ctypes.c_long, ctypes.c_size_t,
+                            ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int),
+        "phx_save_commit": ([], ctypes.c_int),
+        "phx_restore": ([c_long_p, ctypes.POINTER(ctypes.c_void_p),
+                         ctypes.POINTER(ctypes.c_size_t)], ctypes.c_int),
+        "phx_finalize": ([], None),
+    }
+    for name, (args, res) in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = res
+    _lib = lib
+    return lib
+
+
+def _strerror(status):
+    return load_library().phx_strerror(status).decode()
+
+
+def _view(addr, nbytes, readonly):
+    if nbytes == 0:
+        return memoryview(b"")
+    buf = (ctypes.c_char * nbytes).from_address(addr)
+    view = memoryview(buf).cast("B")
+    return view.toreadonly() if readonly else view
+
+
+class Phalanx:
+    """One process's connection to its node agent. Thread-safe like libphalanx."""
+
+    def __init__(self):
+        self._lib = load_library()
+
+    def available(self):
+        """True when a phalanx-launch agent supervises this process."""
+        return self._lib.phx_init() == 0
+
+    def heartbeat(self, step):
+        rc = self._lib.phx_heartbeat(step)
+        if rc and rc != -ENOAGENT:
+            raise PhalanxError(rc, "phx_heartbeat")
+
+    def should_save(self, step):
+        """True every checkpoint.interval steps and once after a save request."""
+        rc = self._lib.phx_should_save(step)
+        if rc < 0:
+            raise PhalanxError(rc, "phx_should_save")
+        return rc == 1
+
+    def begin(self, step, nbytes):
+        """A writable memoryview of nbytes in the agent's memory; then commit()."""
+        ptr = ctypes.c_void_p()
+        rc = self._lib.phx_save_begin(step, nbytes, ctypes.byref(ptr))
+        if rc:
+            raise PhalanxError(rc, "phx_save_begin")
+        return _view(ptr.value, nbytes, False)
+
+    def commit(self):
+        rc = self._lib.phx_save_commit()
+        if rc:
+            raise PhalanxError(rc, "phx_save_commit")
+
+    def save_bytes(self, step, data):
+        """Saves a bytes-like object as this rank's shard of step."""
+        src = memoryview(data).cast("B")
+        dst = self.begin(step, src.nbytes)
+        dst[:] = src
+        del dst
+        self.commit()
+
+    def restore(self):
+        """(step, read-only memoryview) of the newest committed generation, or None.
+
+        The view is valid until the next commit(), restore() or finalize().
+        """
+        step = ctypes.c_long()
+        ptr = ctypes.c_void_p()
+        size = ctypes.c_size_t()
+        rc = self._lib.phx_restore(ctypes.byref(step), ctypes.byref(ptr), ctypes.byref(size))
+        if rc == -ENOENT:
+            return None
+        if rc:
+            raise PhalanxError(rc, "phx_restore")
+        return step.value, _view(ptr.value, size.value, True)
+
+    def finalize(self):
+        self._lib.phx_finalize()
