@@ -126,6 +126,27 @@ long phx_partner_assign(const char *const *nodes, size_t n, const struct phx_fab
 	return shared;
 }
 
+long phx_partner_holder(const char *const *nodes, size_t n, const struct phx_fabric *fabric,
+			const char *lost)
+{
+	long *partner, at = -1;
+
+	for (size_t i = 0; i < n && at < 0; i++)
+		if (!strcmp(nodes[i], lost))
+			at = (long)i;
+	if (at < 0 || n < 2)
+		return -1;
+	partner = calloc(n, sizeof(*partner));
+	if (!partner)
+		return -1;
+	if (phx_partner_assign(nodes, n, fabric, partner) < 0)
+		at = -1;
+	else
+		at = partner[at];
+	free(partner);
+	return at;
+}
+
 /* ------------------------------------------------------------ header */
 
 /*

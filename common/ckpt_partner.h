@@ -22,6 +22,21 @@
  * by HMAC-SHA256 under the job's secret, so another job (or anyone who can
  * reach the port) cannot plant a shard. The receiver checks the shard's
  * digest against the authenticated one before it counts the copy as held.
+ *
+ * Surviving a relaunch: when a node dies, Slurm ends the whole step, and
+ * the driver relaunches on a spare in a new step; the old step's agents,
+ * and any memory they held, are gone by then (the step's cgroup is
+ * killed; an agent cannot outlive its step to serve copies). A partner
+ * copy therefore lives in two places on the partner node: in its agent's
+ * memory (memfd, the newest two generations per rank, for the agreement
+ * round's "partner" tier) and on its local disk, written by the writer
+ * thread like any tier, under the partner's own local directory. The next
+ * step's agent on that node finds the copies there, announces them (rank,
+ * generation, digest) and its endpoint in the wire-up, and the agent now
+ * running the lost node's ranks fetches them over the same authenticated
+ * transfer before its workers start. Restore order for a rank: this
+ * agent's memory (an in-job restart), the partner's copy, the local
+ * directory, the shared one; each miss is logged with its reason.
  */
 #ifndef PHX_CKPT_PARTNER_H
 #define PHX_CKPT_PARTNER_H
@@ -42,6 +57,14 @@ struct phx_fabric;
  */
 long phx_partner_assign(const char *const *nodes, size_t n, const struct phx_fabric *fabric,
 			long *partner);
+
+/*
+ * Who keeps lost's shards: the index in nodes[] (the step's node list the
+ * copies were made under) of lost's partner, or -1 when lost is not in the
+ * list, has no partner, or the list is refused (see phx_partner_assign).
+ */
+long phx_partner_holder(const char *const *nodes, size_t n, const struct phx_fabric *fabric,
+			const char *lost);
 
 #define PHX_PARTNER_MAGIC 0x50584850u /* "PHXP" */
 #define PHX_PARTNER_VERSION 1u

@@ -147,6 +147,23 @@ static void test_repeated_name_refused(void **state)
 	assert_int_equal(phx_partner_assign(nodes, 3, NULL, p), -1);
 }
 
+/* After a node is lost, every agent finds the same holder of its shards. */
+static void test_holder_of_lost_node(void **state)
+{
+	struct phx_fabric *f = tconf("SwitchName=s0 Nodes=n[1-2]\nSwitchName=s1 Nodes=n[3-4]\n");
+	const char *nodes[] = { "n1", "n2", "n3", "n4" };
+	long p[4];
+
+	(void)state;
+	assert_int_equal(phx_partner_assign(nodes, 4, f, p), 0);
+	for (size_t i = 0; i < 4; i++)
+		assert_int_equal(phx_partner_holder(nodes, 4, f, nodes[i]), p[i]);
+	assert_string_equal(leaf_of(f, nodes[phx_partner_holder(nodes, 4, f, "n2")]), "s1");
+	assert_int_equal(phx_partner_holder(nodes, 4, f, "n9"), -1);
+	assert_int_equal(phx_partner_holder(nodes, 1, f, "n1"), -1);
+	phx_fabric_free(f);
+}
+
 /* ------------------------------------------------------------ header */
 
 static const uint8_t secret[PHX_PARTNER_SECRET_BYTES] = "0123456789abcdef0123456789abcde";
@@ -255,6 +272,7 @@ int main(void)
 		cmocka_unit_test(test_order_independent),
 		cmocka_unit_test(test_one_leaf_is_ring),
 		cmocka_unit_test(test_repeated_name_refused),
+		cmocka_unit_test(test_holder_of_lost_node),
 		cmocka_unit_test(test_hdr_round_trip),
 		cmocka_unit_test(test_hdr_tamper),
 		cmocka_unit_test(test_hdr_limits),
