@@ -128,7 +128,7 @@ int phx_report_format(const struct phx_report *r, const char *rates, char *buf, 
 {
 	return snprintf(buf, len, "2 %u %u %d %" PRIu64 " %ld %d %d %d%s%s", r->role, r->epoch,
 			(int)r->state, r->fail_ns, r->fail_rank, (int)r->kind, r->code,
-			r->waiting ? 1 : 0, rates ? " |" : "", rates ? rates : "");
+			r->waiting ? 1 : 0, rates ? " ;" : "", rates ? rates : "");
 }
 
 int phx_report_parse(const char *s, size_t nroles, struct phx_report *r)
@@ -142,7 +142,7 @@ int phx_report_parse(const char *s, size_t nroles, struct phx_report *r)
 	    state > PHX_NODE_PREEMPTED || kind < PHX_FAIL_NONE || kind > PHX_FAIL_HANG ||
 	    (waiting != 0 && waiting != 1) || r->fail_rank < -1)
 		return -1;
-	if (s[used] && strncmp(s + used, " |", 2))
+	if (s[used] && strncmp(s + used, " ;", 2))
 		return -1;
 	r->rates_at = s[used] ? (size_t)used + 2 : 0;
 	r->waiting = waiting;

@@ -153,7 +153,7 @@ static void test_report_round_trip(void **state)
 	phx_report_format(&in, NULL, buf, sizeof(buf));
 	assert_int_equal(phx_report_parse(buf, 1, &out), 0);
 	assert_int_equal(out.fail_rank, -1);
-	/* With step rates: they follow " |", where rates_at points. */
+	/* With step rates: they follow " ;", where rates_at points. */
 	phx_report_format(&in, " 3:1500:10", buf, sizeof(buf));
 	assert_int_equal(phx_report_parse(buf, 1, &out), 0);
 	assert_string_equal(buf + out.rates_at, " 3:1500:10");
