@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,21 +97,76 @@ static int map_copy(struct phx_partner_copy *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* Receives the shard, advancing the feed so the digest runs while bytes arrive. */
+struct receiver {
+	int fd;
+	uint8_t *dst;
+	size_t len;
+	struct phx_digest_feed *feed;
+	ssize_t got; /* bytes, or a negated errno */
+};
+
+static void *recv_thread(void *arg)
+{
+	struct receiver *r = arg;
+	size_t off = 0;
+
+	while (off < r->len) {
+		ssize_t n = recv_all(r->fd, r->dst + off,
+				     r->len - off < IO_PIECE ? r->len - off : IO_PIECE);
+
+		if (n <= 0) {
+			r->got = n < 0 ? n : (ssize_t)off;
+			phx_digest_feed_advance(r->feed, off, 1);
+			return NULL;
+		}
+		off += (size_t)n;
+		phx_digest_feed_advance(r->feed, off, 0);
+	}
+	r->got = (ssize_t)off;
+	return NULL;
+}
+
+static int receive_digest(int fd, struct phx_partner_copy *c, unsigned threads, uint8_t *d)
+{
+	struct phx_digest_feed feed;
+	struct receiver r = { .fd = fd, .dst = c->data, .len = c->hdr.bytes, .feed = &feed };
+	pthread_t tid;
+	int drc;
+
+	phx_digest_feed_init(&feed);
+	if (pthread_create(&tid, NULL, recv_thread, &r)) {
+		recv_thread(&r);
+		drc = (uint64_t)r.got == c->hdr.bytes
+			      ? phx_digest_compute(c->hdr.algo, c->data, c->hdr.bytes, threads,
+						   NULL, d)
+			      : -1;
+	} else {
+		drc = phx_digest_compute(c->hdr.algo, c->data, c->hdr.bytes, threads, &feed, d);
+		pthread_join(tid, NULL);
+	}
+	phx_digest_feed_destroy(&feed);
+	if (r.got < 0)
+		return (int)r.got;
+	if ((uint64_t)r.got != c->hdr.bytes)
+		return -EPIPE;
+	return drc < 0 ? -EIO : 0;
+}
+
 static int read_shard(int fd, struct phx_partner_copy *c, unsigned threads, char *err,
 		      size_t errlen)
 {
 	uint8_t d[PHX_DIGEST_MAX] = { 0 };
 	char want[PHX_DIGEST_HEX_LEN], got[PHX_DIGEST_HEX_LEN];
-	ssize_t n = recv_all(fd, c->data, c->hdr.bytes);
+	int rc = receive_digest(fd, c, threads, d);
 
-	if (n < 0)
-		return fail(err, errlen, "reading rank %u's shard: %s", c->hdr.rank,
-			    strerror((int)-n));
-	if ((uint64_t)n != c->hdr.bytes)
-		return fail(err, errlen, "rank %u's shard ended after %zd of %llu bytes",
-			    c->hdr.rank, n, (unsigned long long)c->hdr.bytes);
-	if (phx_digest_compute(c->hdr.algo, c->data, c->hdr.bytes, threads, NULL, d) < 0)
+	if (rc == -EPIPE)
+		return fail(err, errlen, "rank %u's shard ended before its %llu bytes", c->hdr.rank,
+			    (unsigned long long)c->hdr.bytes);
+	if (rc == -EIO)
 		return fail(err, errlen, "cannot digest rank %u's shard", c->hdr.rank);
+	if (rc < 0)
+		return fail(err, errlen, "reading rank %u's shard: %s", c->hdr.rank, strerror(-rc));
 	if (!memcmp(d, c->hdr.digest, phx_digest_len(c->hdr.algo)))
 		return 0;
 	phx_digest_hex(c->hdr.algo, c->hdr.digest, want);
