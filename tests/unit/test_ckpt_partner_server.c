@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/ckpt_partner_server.h"
+#include "common/file.h"
+#include "tests/unit/scratch.h"
+
+static const char token[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+static void test_secret_from_token(void **state)
+{
+	uint8_t a[PHX_PARTNER_SECRET_BYTES], b[PHX_PARTNER_SECRET_BYTES];
+	char other[sizeof(token)];
+
+	(void)state;
+	assert_int_equal(phx_partner_secret_from_token(token, a), 0);
+	assert_int_equal(phx_partner_secret_from_token(token, b), 0);
+	assert_memory_equal(a, b, sizeof(a));
+	memcpy(other, token, sizeof(token));
+	other[0] = '1';
+	assert_int_equal(phx_partner_secret_from_token(other, b), 0);
+	assert_memory_not_equal(a, b, sizeof(a));
+	assert_int_equal(phx_partner_secret_from_token("abc", b), -1);
+	other[5] = 'G';
+	assert_int_equal(phx_partner_secret_from_token(other, b), -1);
+	assert_int_equal(phx_partner_secret_from_token(NULL, b), -1);
+}
+
+static void start(struct phx_partner_server *s, const char *dir)
+{
+	char err[512];
+
+	memset(s, 0, sizeof(*s));
+	assert_int_equal(phx_partner_secret_from_token(token, s->secret), 0);
+	s->lim = (struct phx_partner_limits){ .job_id = 5, .nranks = 4, .max_bytes = 1 << 20 };
+	s->digest_threads = 1;
+	s->timeout_ms = 5000;
+	snprintf(s->dir, sizeof(s->dir), "%s", dir ? dir : "");
+	if (phx_partner_server_start(s, "127.0.0.1", 0, err, sizeof(err)) < 0)
+		fail_msg("%s", err);
+	assert_int_not_equal(s->port, 0);
+}
+
+/* The server thread counts what it took; wait for it without a clock. */
+static void wait_for(struct phx_partner_server *s, unsigned long received, unsigned long refused)
+{
+	for (;;) {
+		int done;
+
+		pthread_mutex_lock(&s->mu);
+		done = s->received >= received && s->refused >= refused;
+		pthread_mutex_unlock(&s->mu);
+		if (done)
+			return;
+		usleep(1000);
+	}
+}
+
+static void send_gen(int fd, const uint8_t *secret, uint32_t rank, uint64_t gen)
+{
+	uint8_t data[3000];
+	struct phx_partner_hdr h = { .job_id = 5,
+				     .rank = rank,
+				     .step = gen * 10,
+				     .gen = gen,
+				     .bytes = sizeof(data),
+				     .algo = PHX_DIGEST_XXH3 };
+
+	memset(data, (int)(rank * 16 + gen), sizeof(data));
+	assert_int_equal(phx_digest_compute(h.algo, data, sizeof(data), 1, NULL, h.digest), 0);
+	assert_int_equal(phx_partner_send(fd, &h, secret, data), 0);
+}
+
+static int exists(const char *dir, const char *name)
+{
+	char path[4400];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return stat(path, &st) == 0;
+}
+
+/* Copies arrive, are held two per rank, on disk too; the disk copy serves a later server. */
+static void test_receive_keep_and_serve_again(void **state)
+{
+	struct phx_partner_server s, next;
+	char dir[4096], path[4400], err[512];
+	uint64_t gen = 0;
+	int fd;
+
+	(void)state;
+	assert_int_equal(phx_scratch_make(dir, sizeof(dir), "partner"), 0);
+	start(&s, dir);
+	fd = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
+	assert_true(fd >= 0);
+	for (uint64_t g = 1; g <= 3; g++)
+		send_gen(fd, s.secret, 1, g);
+	send_gen(fd, s.secret, 0, 7);
+	close(fd);
+	wait_for(&s, 4, 0);
+	assert_int_equal(phx_partner_server_newest(&s, 1, &gen), 1);
+	assert_int_equal(gen, 3);
+	assert_int_equal(phx_partner_server_newest(&s, 0, &gen), 1);
+	assert_int_equal(gen, 7);
+	assert_int_equal(phx_partner_server_newest(&s, 2, &gen), 0);
+	assert_false(exists(dir, "rank-1/gen-000000000001.copy"));
+	assert_true(exists(dir, "rank-1/gen-000000000002.copy"));
+	assert_true(exists(dir, "rank-1/gen-000000000003.copy"));
+	assert_true(exists(dir, "rank-0/gen-000000000007.copy"));
+	phx_partner_server_stop(&s);
+
+	/* The next step's agent on this node sends the file as it is. */
+	start(&next, NULL);
+	fd = phx_partner_connect("127.0.0.1", next.port, 5000, err, sizeof(err));
+	assert_true(fd >= 0);
+	snprintf(path, sizeof(path), "%s/rank-1/gen-000000000003.copy", dir);
+	assert_int_equal(phx_partner_send_file(fd, path), 0);
+	close(fd);
+	wait_for(&next, 1, 0);
+	assert_int_equal(phx_partner_server_newest(&next, 1, &gen), 1);
+	assert_int_equal(gen, 3);
+	phx_partner_server_stop(&next);
+	assert_int_equal(phx_scratch_remove(dir), 0);
+}
+
+/* Another job's sender is refused and leaves nothing behind. */
+static void test_foreign_sender_refused(void **state)
+{
+	struct phx_partner_server s;
+	uint8_t other[PHX_PARTNER_SECRET_BYTES] = { 9 };
+	char err[512];
+	uint64_t gen;
+	int fd;
+
+	(void)state;
+	start(&s, NULL);
+	fd = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
+	assert_true(fd >= 0);
+	send_gen(fd, other, 1, 1);
+	close(fd);
+	wait_for(&s, 0, 1);
+	assert_int_equal(phx_partner_server_newest(&s, 1, &gen), 0);
+	/* The server still takes the job's own sender afterwards. */
+	fd = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
+	assert_true(fd >= 0);
+	send_gen(fd, s.secret, 1, 4);
+	close(fd);
+	wait_for(&s, 1, 1);
+	assert_int_equal(phx_partner_server_newest(&s, 1, &gen), 1);
+	assert_int_equal(gen, 4);
+	phx_partner_server_stop(&s);
+}
+
+static void test_bad_address(void **state)
+{
+	struct phx_partner_server s;
+	char err[512];
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	s.lim.nranks = 1;
+	assert_int_equal(phx_partner_server_start(&s, "not-an-address", 0, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "not an IPv4 address"));
+	assert_int_equal(phx_partner_connect("1.2.3", 1, 100, err, sizeof(err)), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_secret_from_token),
+		cmocka_unit_test(test_receive_keep_and_serve_again),
+		cmocka_unit_test(test_foreign_sender_refused),
+		cmocka_unit_test(test_bad_address),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
