@@ -55,9 +55,9 @@ all_idle()
 }
 
 # submit NODES [phalanx-launch options] -- COMMAND: a batch job whose script
-# runs the driver and ends with its status; sets JOB and OUT. The script
-# ignores USR1 (the driver takes it back), which would end it otherwise.
-# SBATCH_EXTRA: more sbatch options.
+# runs the driver and ends with its status; sets JOB and OUT. Slurm signals
+# only the batch shell (sbatch --signal=B:..., scancel --batch): the script
+# passes USR1 on to the driver. SBATCH_EXTRA: more sbatch options.
 submit()
 {
 	local n=$1 script=$BATS_TEST_TMPDIR/job.sh
@@ -66,10 +66,15 @@ submit()
 	{
 		echo '#!/bin/bash'
 		echo 'export GLOO_SOCKET_IFNAME=eth0'
-		echo "trap '' USR1"
+		echo 'got=0'
+		echo 'trap '"'"'got=1; kill -USR1 $pid'"'"' USR1'
 		printf '%q ' "$LAUNCH" "$@"
-		echo
-		echo 'rc=$?; echo "driver exit $rc"; exit $rc'
+		echo '&'
+		echo 'pid=$!'
+		# wait returns early when the trap ran; the driver's status comes after.
+		echo 'wait $pid; rc=$?'
+		echo 'while [ $got = 1 ] && [ $rc -gt 128 ]; do got=0; wait $pid; rc=$?; done'
+		echo 'echo "driver exit $rc"; exit $rc'
 	} >"$script"
 	# shellcheck disable=SC2086
 	JOB=$(sbatch --parsable --no-kill --open-mode=append -J "$JOB_NAME" -N"$n" -o "$OUT" \
@@ -173,4 +178,38 @@ show_out()
 	has '^driver exit 75$'
 	# Requeued, not relaunched within the allocation.
 	[ "$(sed -n "1,/job $JOB requeued/p" "$OUT" | grep -c '^phalanx: starting the step on')" -eq 1 ]
+}
+
+# The PID of the agent running in node $1's namespace.
+agent_pid()
+{
+	local p
+	for p in $(ip netns pids "$(lab_netns "$1")"); do
+		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "phalanx-launch --agent"; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+procs_in_are()
+{
+	[ "$(ip netns pids "$(lab_netns "$1")" | xargs -r ps -o args= -p | grep -c -- "$2")" -eq "$3" ]
+}
+
+@test "a spare brought in by a relaunch is checked again before the step" {
+	submit 5 --spares 2 --nproc-per-node 1 --preflight-results "$RESULTS" -- /bin/sleep 617
+	wait_for 60 procs_in_are 3 '^/bin/sleep 617$' 1
+	kill -9 "$(agent_pid 3)"
+	wait_for 60 has 'relaunching'
+	wait_for 60 procs_in_are 5 '^/bin/sleep 617$' 1
+	scancel --name="$JOB_NAME"
+	show_out
+	[ "$(step_nodes 1)" = 'node[1,3-4]' ]
+	has 'node node3 is bad (srun reported its agent killed'
+	# The first check covered node5 too; it is checked again before it joins.
+	[ "$(grep -c '^phalanx: preflight: checking' "$OUT")" -eq 2 ]
+	[ "$(sed -n '/relaunching/,$p' "$OUT" | grep -c "^phalanx: preflight: checking 1 node(s) from $RESULTS")" -eq 1 ]
+	[ "$(step_nodes 2)" = 'node[1,4-5]' ]
 }
