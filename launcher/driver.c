@@ -652,8 +652,10 @@ static int after_preemption(struct driver *dr, const struct step *s)
 {
 	if (phx_drv_preempted(dr->preempted, s->status))
 		return requeue(dr, "the agents were preempted and their workers stopped");
-	phx_error("stopping: the step ended with exit %d after the preemption signal", s->status);
-	return s->status ? s->status : PHX_EXIT_REQUEUE;
+	phx_error("stopping: the step ended with exit %d after the preemption signal; not "
+		  "relaunched while the job is being preempted",
+		  s->status);
+	return s->status;
 }
 
 static int run(struct driver *dr)
@@ -689,7 +691,8 @@ static int run(struct driver *dr)
 		check_nodes(dr, &s);
 		srun_report(dr, &s);
 		free(s.idx);
-		if (dr->preempted)
+		/* A step that finished before the preemption took hold is done. */
+		if (dr->preempted && s.status != 0)
 			return after_preemption(dr, &s);
 		out.status = s.status;
 		out.new_bad = s.new_bad;
