@@ -184,6 +184,8 @@ static const struct conf_key keys[] = {
 	  "30", 0, "seconds of steps a rank's step time is measured over" },
 	{ "launcher.straggler_min_steps", K_INT, OFF(launcher.straggler_min_steps), 1, 1000000,
 	  NULL, "5", 0, "steps in the window before a rank's step time counts" },
+	{ "launcher.preflight", K_BOOL, OFF(launcher.preflight), 0, 0, NULL, "false", 0,
+	  "the driver checks GPUs and NCCL of nodes before they run a step (phalanx check)" },
 	{ "check.gemm_tflops_min", K_INT, OFF(check.gemm_tflops_min), 0, 1000000, NULL, "0", 0,
 	  "lowest GEMM TFLOP/s of a GPU; 0 = only against the median" },
 	{ "check.copy_gbps_min", K_INT, OFF(check.copy_gbps_min), 0, 100000, NULL, "0", 0,

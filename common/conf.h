@@ -93,6 +93,7 @@ struct phx_conf {
 		int max_relaunches;
 		int same_failure_limit;
 		bool drain_bad_nodes;
+		bool preflight; /* driver: GPU/NCCL check of nodes before they run a step */
 		int straggler_threshold; /* percent slower than the role's median; 0: off */
 		int straggler_window_s;
 		int straggler_min_steps;

@@ -156,12 +156,23 @@ int phx_rankmap_place(const struct phx_conf *conf, const struct phx_layout *layo
 		      char *const *nodes, size_t n_nodes, unsigned per_node, const char *node,
 		      struct phx_rankmap *map, struct phx_plan **plan, char *err, size_t errlen)
 {
+	return phx_rankmap_place_slow(conf, layout, nodes, n_nodes, per_node, node, NULL, 0, map,
+				      plan, err, errlen);
+}
+
+int phx_rankmap_place_slow(const struct phx_conf *conf, const struct phx_layout *layout,
+			   char *const *nodes, size_t n_nodes, unsigned per_node, const char *node,
+			   char *const *slow, size_t n_slow, struct phx_rankmap *map,
+			   struct phx_plan **plan, char *err, size_t errlen)
+{
 	struct phx_fabric *fabric = NULL;
 	char topo_buf[4096], why[1024];
 	struct phx_place_input in = {
 		.nodes = nodes,
 		.n_nodes = n_nodes,
 		.gpus_per_node = per_node,
+		.slow = slow,
+		.n_slow = n_slow,
 		.layout = layout,
 	};
 	const char *topo_conf = phx_conf_topology_conf(conf, topo_buf, sizeof(topo_buf));

@@ -49,6 +49,11 @@ int phx_rankmap_block(const struct phx_layout *layout, char *const *nodes, size_
 int phx_rankmap_place(const struct phx_conf *conf, const struct phx_layout *layout,
 		      char *const *nodes, size_t n_nodes, unsigned per_node, const char *node,
 		      struct phx_rankmap *map, struct phx_plan **plan, char *err, size_t errlen);
+/* The same, placing the slow nodes slow[0..n_slow) off the critical path. */
+int phx_rankmap_place_slow(const struct phx_conf *conf, const struct phx_layout *layout,
+			   char *const *nodes, size_t n_nodes, unsigned per_node, const char *node,
+			   char *const *slow, size_t n_slow, struct phx_rankmap *map,
+			   struct phx_plan **plan, char *err, size_t errlen);
 void phx_rankmap_free(struct phx_rankmap *map);
 
 /*

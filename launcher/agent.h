@@ -101,6 +101,7 @@ struct phx_launch_opts {
 	int straggler_pct; /* slower than the median by; -1: launcher.straggler_threshold; 0: off */
 	int straggler_window_s; /* -1: launcher.straggler_window */
 	int straggler_min_steps; /* -1: launcher.straggler_min_steps */
+	const char *slow_nodes; /* host list placement keeps off the critical path; NULL */
 	struct phx_role roles[PHX_ROLE_MAX]; /* --role, else one role "default" */
 	size_t nroles;
 	bool explicit_roles; /* --role was given */

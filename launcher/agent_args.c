@@ -31,6 +31,7 @@ enum {
 	OPT_PREEMPT_GRACE,
 	OPT_STRAGGLER,
 	OPT_STRAGGLER_WINDOW,
+	OPT_SLOW_NODES,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -53,6 +54,7 @@ static const struct option agent_opts[] = {
 	{ "preempt-grace", required_argument, NULL, OPT_PREEMPT_GRACE },
 	{ "straggler-threshold", required_argument, NULL, OPT_STRAGGLER },
 	{ "straggler-window", required_argument, NULL, OPT_STRAGGLER_WINDOW },
+	{ "slow-nodes", required_argument, NULL, OPT_SLOW_NODES },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 };
@@ -93,7 +95,9 @@ void phx_launch_usage(FILE *out)
 		"  --preempt-grace SECONDS after it, until the workers are stopped (default 60)\n"
 		"  --straggler-threshold P a rank P%% slower than its role's median step time\n"
 		"                          is a straggler (0: off)\n"
-		"  --straggler-window S    seconds of steps the step time is measured over\n",
+		"  --straggler-window S    seconds of steps the step time is measured over\n"
+		"  --slow-nodes HOSTLIST   nodes placement keeps off the critical path (the "
+		"driver's preflight)\n",
 		PHX_CONF_DEFAULT_PATH);
 	phx_driver_usage(out);
 	fprintf(out, "\nSee phalanx-launch(1).\n");
@@ -238,6 +242,14 @@ static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *er
 	case OPT_STRAGGLER_WINDOW:
 		return parse_int("straggler-window", arg, 1, 86400, &o->straggler_window_s, err,
 				 errlen);
+	case OPT_SLOW_NODES:
+		if (strpbrk(arg, " \t\n"))
+			return phx_errf(err, errlen,
+					"--slow-nodes '%s' must be one Slurm host list, like "
+					"node[1-3]",
+					arg);
+		o->slow_nodes = *arg ? arg : NULL;
+		return 0;
 	}
 	if (c >= PHX_DOPT_SPARES)
 		return phx_driver_parse_one(c, arg, &o->driver, err, errlen);

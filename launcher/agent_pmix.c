@@ -22,8 +22,10 @@
 #include <json-c/json.h>
 
 #include "common/fabric.h"
+#include "common/hostlist.h"
 #include "common/log.h"
 #include "common/placement.h"
+#include "common/rankmap.h"
 #include "launcher/agent_run.h"
 
 #define FACTS_KEY "phx.facts"
@@ -303,15 +305,29 @@ out:
 static int place_topo(struct phx_agent *a, struct phx_layout *layout, char **hosts, size_t n,
 		      unsigned nproc, const char *node, struct phx_rankmap *map)
 {
+	struct phx_hostnames slow = { 0 };
 	struct phx_plan *plan = NULL;
 	char err[1024];
 	int rc;
 
-	rc = phx_rankmap_place(&a->conf, layout, hosts, n, nproc, node, map, &plan, err,
-			       sizeof(err));
+	if (a->o->slow_nodes &&
+	    phx_hostlist_expand(a->o->slow_nodes, &slow, err, sizeof(err)) < 0) {
+		phx_error("--slow-nodes '%s': %s", a->o->slow_nodes, err);
+		return -1;
+	}
+	rc = phx_rankmap_place_slow(&a->conf, layout, hosts, n, nproc, node, slow.names, slow.count,
+				    map, &plan, err, sizeof(err));
+	phx_hostnames_free(&slow);
 	for (size_t i = 0; plan && a->wire.me.rank == 0 && map == &a->map && i < plan->n_warnings;
 	     i++)
 		phx_warn("%s", plan->warnings[i]);
+	for (size_t i = 0; plan && a->wire.me.rank == 0 && map == &a->map && i < plan->n_nodes;
+	     i++) {
+		if (plan->nodes[i].flags & PHX_PLAN_NODE_SLOW)
+			phx_info("placement: node %s is slow (--slow-nodes): kept off the "
+				 "critical path",
+				 plan->nodes[i].name);
+	}
 	if (rc < 0)
 		phx_error("%s; fix it or use --place block", err);
 	phx_plan_free(plan);

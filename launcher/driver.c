@@ -28,6 +28,7 @@
 
 #include "common/hostlist.h"
 #include "common/log.h"
+#include "common/preflight.h"
 #include "launcher/agent.h"
 #include "launcher/driver.h"
 
@@ -46,6 +47,15 @@ struct driver {
 	char self[PATH_MAX];
 	int sig_fd;
 	int stop_sig;
+	int preempt_sig; /* --preempt-signal: forwarded to the agents' step */
+	bool preempted; /* it came */
+	const struct phx_conf *conf;
+	bool preflight;
+	const char *pf_results; /* NULL: measure live */
+	bool *trusted; /* [alloc]: passed the check since it last joined a step */
+	bool *slow; /* [alloc]: the check found it slow */
+	size_t *prev; /* the nodes of the last step */
+	size_t nprev;
 	node_info_msg_t *nodes; /* the last node table, for update-time caching */
 };
 
@@ -63,6 +73,7 @@ struct step {
 	bool killed; /* by the driver, for a bad node */
 	bool lost; /* srun reported an agent killed or a node failure */
 	int status;
+	uint32_t step_id; /* NO_VAL until looked up */
 };
 
 static uint64_t now_ms(void)
@@ -223,16 +234,34 @@ static char *node_list(const struct driver *dr, const size_t *idx, size_t n)
 	return list;
 }
 
-static void exec_srun(struct driver *dr, const char *list, size_t n, int err_w)
+/* The slow nodes among the step's, as a host list for the agents' placement; NULL: none. */
+static char *slow_list(const struct driver *dr, const size_t *idx, size_t n)
 {
-	char nodes[32], nodelist[PATH_MAX + 16], **agent, **av;
+	size_t *slow = calloc(n ? n : 1, sizeof(*slow)), k = 0;
+	char *list = NULL;
+
+	for (size_t i = 0; slow && i < n; i++) {
+		if (dr->slow[idx[i]])
+			slow[k++] = idx[i];
+	}
+	if (k)
+		list = node_list(dr, slow, k);
+	free(slow);
+	return list;
+}
+
+static void exec_srun(struct driver *dr, const struct step *s, const char *list, int err_w)
+{
+	char nodes[32], nodelist[PATH_MAX + 16], **agent, **av, *slow;
+	size_t n = s->n;
 	int an, k = 0;
 
 	snprintf(nodes, sizeof(nodes), "%zu", n);
 	snprintf(nodelist, sizeof(nodelist), "--nodelist=%s", list);
 	agent = phx_driver_agent_args(dr->argc, dr->argv,
 				      dr->st.layout_now[0] ? dr->st.layout_now : NULL, &an);
-	av = calloc((size_t)an + 16, sizeof(*av));
+	av = calloc((size_t)an + 18, sizeof(*av));
+	slow = slow_list(dr, s->idx, s->n);
 	if (!agent || !av)
 		_exit(127);
 	av[k++] = (char *)dr->srun;
@@ -247,6 +276,11 @@ static void exec_srun(struct driver *dr, const char *list, size_t n, int err_w)
 	av[k++] = "--overlap";
 	av[k++] = dr->self;
 	av[k++] = "--agent";
+	if (slow) {
+		/* Before the user's options: every agent computes the same plan from it. */
+		av[k++] = "--slow-nodes";
+		av[k++] = slow;
+	}
 	for (int i = 0; i < an; i++)
 		av[k++] = agent[i];
 	av[k] = NULL;
@@ -277,7 +311,7 @@ static int start_step(struct driver *dr, struct step *s)
 	if (s->pid == 0) {
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		exec_srun(dr, list, s->n, p[1]);
+		exec_srun(dr, s, list, p[1]);
 	}
 	free(list);
 	close(p[1]);
@@ -318,6 +352,27 @@ static void kill_step(struct driver *dr, struct step *s)
 	phx_info("stopped step %u.%u after a node failure", dr->job_id, id);
 }
 
+/*
+ * The preemption signal (sbatch --signal=B:USR1@T reaches only the batch
+ * script's processes): the agents' step gets it from Slurm, so every
+ * agent asks its workers to save and stops them, and exits 75.
+ */
+static void forward_preemption(struct driver *dr, struct step *s, int sig)
+{
+	uint32_t id = find_step(dr, s->pid);
+
+	if (!dr->preempted)
+		phx_warn("job %u is being preempted (signal %d): the workers are asked to save "
+			 "and stop, then the job is requeued",
+			 dr->job_id, sig);
+	dr->preempted = true;
+	if (id == NO_VAL || slurm_kill_job_step(dr->job_id, id, (uint16_t)sig) != SLURM_SUCCESS) {
+		/* No step known yet: srun passes the signal on to the agents. */
+		phx_debug("signalling srun instead of step %u.%u", dr->job_id, id);
+		kill(s->pid, sig);
+	}
+}
+
 static void handle_signals(struct driver *dr, struct step *s, bool *child)
 {
 	struct signalfd_siginfo si;
@@ -325,6 +380,10 @@ static void handle_signals(struct driver *dr, struct step *s, bool *child)
 	while (read(dr->sig_fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGCHLD) {
 			*child = true;
+			continue;
+		}
+		if (dr->preempt_sig && (int)si.ssi_signo == dr->preempt_sig) {
+			forward_preemption(dr, s, (int)si.ssi_signo);
 			continue;
 		}
 		/* TERM, INT: srun passes them to the agents, which stop the workers. */
@@ -468,10 +527,142 @@ static int finish(struct driver *dr, const struct phx_drv_decision *d)
 	return -1;
 }
 
+/* Verdicts on nodes idx[0..n): failed ones are bad, slow ones go to placement. */
+static size_t apply_verdicts(struct driver *dr, const size_t *idx, size_t n,
+			     const struct phx_check_verdict *v)
+{
+	size_t failed = 0;
+
+	for (size_t k = 0; k < n; k++) {
+		size_t i = idx[k];
+		char why[PHX_CHECK_TEXT + 64];
+
+		switch (v[k].state) {
+		case PHX_CHECK_FAILED:
+			snprintf(why, sizeof(why), "preflight check failed: %s", v[k].reason);
+			node_bad(dr, NULL, i, why);
+			failed++;
+			break;
+		case PHX_CHECK_SLOW:
+		case PHX_CHECK_SUSPECT:
+			phx_warn("node %s is %s in the preflight check (%s): placement keeps it "
+				 "off the critical path",
+				 dr->alloc.names[i], phx_check_state_name(v[k].state), v[k].reason);
+			dr->slow[i] = true;
+			dr->trusted[i] = true;
+			break;
+		case PHX_CHECK_OK:
+			dr->slow[i] = false;
+			dr->trusted[i] = true;
+			break;
+		}
+	}
+	return failed;
+}
+
+/*
+ * Checks the nodes a step is about to use (and, the first time, the
+ * spares) that have not passed since they last joined. -1: none passed
+ * in the first check, where requeueing would only fail the same way.
+ */
+static int preflight(struct driver *dr, const size_t *next, size_t nnext, bool first)
+{
+	size_t *idx = calloc(dr->alloc.count, sizeof(*idx)), n, failed;
+	struct phx_check_verdict *v = calloc(dr->alloc.count, sizeof(*v));
+	char **hosts = calloc(dr->alloc.count, sizeof(*hosts)), err[1024];
+	int rc = -1;
+
+	if (!idx || !v || !hosts)
+		goto out;
+	n = phx_drv_to_check(dr->st.bad, dr->trusted, dr->alloc.count, dr->nprev ? dr->prev : NULL,
+			     dr->nprev, next, nnext, idx);
+	rc = 0;
+	if (!n)
+		goto out;
+	for (size_t k = 0; k < n; k++)
+		hosts[k] = dr->alloc.names[idx[k]];
+	phx_info("preflight: checking %zu node(s)%s%s", n, dr->pf_results ? " from " : "",
+		 dr->pf_results ? dr->pf_results : "");
+	if (phx_drv_preflight_run(dr->conf, dr->pf_results, hosts, n, v, err, sizeof(err)) < 0) {
+		/* No measurement is no pass: every node fails with the reason. */
+		for (size_t k = 0; k < n; k++) {
+			memset(&v[k], 0, sizeof(v[k]));
+			v[k].state = PHX_CHECK_FAILED;
+			snprintf(v[k].reason, sizeof(v[k].reason), "%.250s", err);
+		}
+	}
+	failed = apply_verdicts(dr, idx, n, v);
+	if (first && failed == n) {
+		phx_error("preflight: every node failed the check, so the job is not run (nor "
+			  "requeued); see the reasons above, or run 'phalanx check' on them");
+		rc = -1;
+	}
+out:
+	free(idx);
+	free(v);
+	free(hosts);
+	return rc;
+}
+
+/*
+ * The nodes of the next step into s, after the preflight check of the
+ * ones not trusted (which may exclude some, and bring in spares that are
+ * checked in turn). 1: start it; 0: finished with *rc (requeue, stop).
+ */
+static int pick_nodes(struct driver *dr, struct step *s, bool first, int *rc)
+{
+	struct phx_drv_decision d;
+	bool ok;
+
+	for (;;) {
+		s->n = phx_drv_pick(dr->st.bad, dr->alloc.count, dr->st.want, s->idx);
+		if (!dr->preflight)
+			return 1;
+		if (preflight(dr, s->idx, s->n, first) < 0) {
+			*rc = PHX_EXIT_SETUP;
+			return 0;
+		}
+		first = false;
+		/* Just checked: not checked again for this step. */
+		dr->nprev = 0;
+		for (size_t i = 0; i < dr->alloc.count; i++) {
+			if (dr->trusted[i] && !dr->st.bad[i])
+				dr->prev[dr->nprev++] = i;
+		}
+		ok = true;
+		for (size_t k = 0; k < s->n; k++)
+			ok &= !dr->st.bad[s->idx[k]];
+		if (ok)
+			break;
+		/* Nodes failed: spares in their place, or fewer nodes, or requeue. */
+		phx_drv_fit(&dr->st, &d);
+		if (d.action != PHX_DRV_RELAUNCH) {
+			*rc = finish(dr, &d);
+			return 0;
+		}
+	}
+	/* A node that joins a later step and is not among these is checked again. */
+	memcpy(dr->prev, s->idx, s->n * sizeof(*s->idx));
+	dr->nprev = s->n;
+	return 1;
+}
+
+/* The agents were preempted: requeue now rather than relaunch. */
+static int after_preemption(struct driver *dr, const struct step *s)
+{
+	if (phx_drv_preempted(dr->preempted, s->status))
+		return requeue(dr, "the agents were preempted and their workers stopped");
+	phx_error("stopping: the step ended with exit %d after the preemption signal; not "
+		  "relaunched while the job is being preempted",
+		  s->status);
+	return s->status;
+}
+
 static int run(struct driver *dr)
 {
 	struct phx_drv_decision d;
 	struct step s;
+	bool first = true;
 	int rc;
 
 	check_nodes(dr, NULL);
@@ -483,10 +674,14 @@ static int run(struct driver *dr)
 
 		memset(&s, 0, sizeof(s));
 		s.err_fd = -1;
-		s.idx = calloc(dr->st.want, sizeof(*s.idx));
+		s.idx = calloc(dr->alloc.count, sizeof(*s.idx));
 		if (!s.idx)
 			return PHX_EXIT_SETUP;
-		s.n = phx_drv_pick(dr->st.bad, dr->alloc.count, dr->st.want, s.idx);
+		if (!pick_nodes(dr, &s, first, &rc)) {
+			free(s.idx);
+			return rc;
+		}
+		first = false;
 		if (start_step(dr, &s) < 0) {
 			free(s.idx);
 			return PHX_EXIT_SETUP;
@@ -496,6 +691,9 @@ static int run(struct driver *dr)
 		check_nodes(dr, &s);
 		srun_report(dr, &s);
 		free(s.idx);
+		/* A step that finished before the preemption took hold is done. */
+		if (dr->preempted && s.status != 0)
+			return after_preemption(dr, &s);
 		out.status = s.status;
 		out.new_bad = s.new_bad;
 		out.stopped = dr->stop_sig != 0;
@@ -550,6 +748,15 @@ static int setup(struct driver *dr, const struct phx_conf *conf)
 							     : conf->launcher.same_failure_limit);
 	dr->drain = o->driver.drain >= 0 ? o->driver.drain : conf->launcher.drain_bad_nodes;
 	dr->srun = o->driver.srun ? o->driver.srun : "srun";
+	dr->conf = conf;
+	dr->preflight = o->driver.preflight >= 0 ? o->driver.preflight : conf->launcher.preflight;
+	dr->pf_results = o->driver.preflight_results;
+	dr->preempt_sig = o->preempt_sig;
+	dr->trusted = calloc(dr->alloc.count, sizeof(*dr->trusted));
+	dr->slow = calloc(dr->alloc.count, sizeof(*dr->slow));
+	dr->prev = calloc(dr->alloc.count, sizeof(*dr->prev));
+	if (!dr->trusted || !dr->slow || !dr->prev)
+		return PHX_EXIT_SETUP;
 	n = readlink("/proc/self/exe", dr->self, sizeof(dr->self) - 1);
 	if (n <= 0) {
 		phx_error("cannot find this program's own path: %s", strerror(errno));
@@ -567,6 +774,11 @@ static int setup_signals(struct driver *dr)
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
+	if (dr->preempt_sig) {
+		/* A shell's trap '' would leave it ignored, and never read here. */
+		signal(dr->preempt_sig, SIG_DFL);
+		sigaddset(&set, dr->preempt_sig);
+	}
 	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
 		return -1;
 	signal(SIGPIPE, SIG_IGN);
@@ -591,6 +803,9 @@ int phx_driver_main(struct phx_launch_opts *o, const struct phx_conf *conf, int 
 		close(dr.sig_fd);
 	slurm_free_node_info_msg(dr.nodes);
 	free(dr.st.bad);
+	free(dr.trusted);
+	free(dr.slow);
+	free(dr.prev);
 	phx_hostnames_free(&dr.alloc);
 	slurm_fini();
 	return rc;

@@ -29,6 +29,8 @@ struct phx_driver_opts {
 	int same_failure_limit; /* K; -1: launcher.same_failure_limit */
 	int drain; /* --drain-bad-nodes: 1, --no-drain-bad-nodes: 0, -1: phalanx.yaml */
 	const char *srun; /* NULL: "srun" */
+	int preflight; /* --preflight: 1, --no-preflight: 0, -1: launcher.preflight */
+	const char *preflight_results; /* judge these recorded results instead of measuring */
 	bool any; /* a driver option was given */
 };
 
@@ -41,10 +43,13 @@ enum {
 	PHX_DOPT_DRAIN,
 	PHX_DOPT_NO_DRAIN,
 	PHX_DOPT_SRUN,
+	PHX_DOPT_PREFLIGHT,
+	PHX_DOPT_NO_PREFLIGHT,
+	PHX_DOPT_PREFLIGHT_RESULTS,
 };
 
 /* The driver's entries of getopt's table (no terminator). */
-#define PHX_DRIVER_NOPTS 7
+#define PHX_DRIVER_NOPTS 10
 extern const struct option phx_driver_long_opts[PHX_DRIVER_NOPTS];
 
 /* One driver option; 0, or -1 with the reason in err. */
@@ -168,5 +173,43 @@ void phx_drv_fit(struct phx_drv_state *s, struct phx_drv_decision *d);
 /* What to do after a step ended; updates s (counters, want, layout_now). */
 void phx_drv_decide(struct phx_drv_state *s, const struct phx_drv_outcome *o,
 		    struct phx_drv_decision *d);
+
+/* ------------------------------------------------------------ preflight */
+
+struct phx_check_verdict;
+
+/*
+ * The nodes to check before a step: healthy ones not trusted yet, in
+ * allocation order, into idx. A node is trusted once it passed a check;
+ * prev[0..nprev) are the nodes of the step before (NULL, 0: none), and a
+ * node of next[0..nnext) that was not in it (a spare brought in) is
+ * trusted again only after another check.
+ */
+size_t phx_drv_to_check(const bool *bad, bool *trusted, size_t n, const size_t *prev, size_t nprev,
+			const size_t *next, size_t nnext, size_t *idx);
+
+/*
+ * The verdict of each of hosts[0..n) out of all[0..nall) (by node name)
+ * into out; a host without one is FAILED, "no result for it in SOURCE":
+ * a node is never passed without a measurement.
+ */
+void phx_drv_verdicts_for(const struct phx_check_verdict *all, size_t nall, char *const *hosts,
+			  size_t n, const char *source, struct phx_check_verdict *out);
+
+/*
+ * The preemption signal reached the driver: whether the step ended
+ * because the agents were preempted (they exit PHX_EXIT_REQUEUE), so the
+ * job is requeued rather than relaunched.
+ */
+bool phx_drv_preempted(bool signalled, int status);
+
+struct phx_conf;
+/*
+ * The check of hosts[0..n): verdicts into out[0..n), judged from the
+ * results recorded in results, or measured live when it is NULL. -1 (err
+ * says why) when there is no verdict at all.
+ */
+int phx_drv_preflight_run(const struct phx_conf *conf, const char *results, char *const *hosts,
+			  size_t n, struct phx_check_verdict *out, char *err, size_t errlen);
 
 #endif

@@ -17,6 +17,9 @@ const struct option phx_driver_long_opts[PHX_DRIVER_NOPTS] = {
 	{ "drain-bad-nodes", no_argument, NULL, PHX_DOPT_DRAIN },
 	{ "no-drain-bad-nodes", no_argument, NULL, PHX_DOPT_NO_DRAIN },
 	{ "srun", required_argument, NULL, PHX_DOPT_SRUN },
+	{ "preflight", no_argument, NULL, PHX_DOPT_PREFLIGHT },
+	{ "no-preflight", no_argument, NULL, PHX_DOPT_NO_PREFLIGHT },
+	{ "preflight-results", required_argument, NULL, PHX_DOPT_PREFLIGHT_RESULTS },
 };
 
 void phx_driver_defaults(struct phx_driver_opts *d)
@@ -26,6 +29,7 @@ void phx_driver_defaults(struct phx_driver_opts *d)
 	d->max_relaunches = -1;
 	d->same_failure_limit = -1;
 	d->drain = -1;
+	d->preflight = -1;
 }
 
 void phx_driver_usage(FILE *out)
@@ -39,7 +43,11 @@ void phx_driver_usage(FILE *out)
 		"  --same-failure-limit K  the same exception at the same step K times stops\n"
 		"  --drain-bad-nodes       drain nodes found bad (needs Slurm operator rights)\n"
 		"  --no-drain-bad-nodes    do not, whatever phalanx.yaml says\n"
-		"  --srun PATH             the srun to run (default: srun from PATH)\n");
+		"  --srun PATH             the srun to run (default: srun from PATH)\n"
+		"  --preflight             GPU/NCCL check of the nodes before they are used\n"
+		"  --no-preflight          no check, whatever phalanx.yaml says\n"
+		"  --preflight-results F   judge the check results recorded in F (implies "
+		"--preflight)\n");
 }
 
 static int count(const char *opt, const char *s, long min, long max, int *out, char *err,
@@ -80,6 +88,20 @@ int phx_driver_parse_one(int c, const char *arg, struct phx_driver_opts *d, char
 		if (!*arg)
 			return phx_errf(err, errlen, "--srun needs the path of srun");
 		d->srun = arg;
+		return 0;
+	case PHX_DOPT_PREFLIGHT:
+		d->preflight = 1;
+		return 0;
+	case PHX_DOPT_NO_PREFLIGHT:
+		d->preflight = 0;
+		return 0;
+	case PHX_DOPT_PREFLIGHT_RESULTS:
+		if (!*arg)
+			return phx_errf(err, errlen,
+					"--preflight-results needs a file of phalanx check "
+					"results (phalanx check --json)");
+		d->preflight_results = arg;
+		d->preflight = 1;
 		return 0;
 	}
 	return phx_errf(err, errlen, "unknown option; run 'phalanx-launch --help'");

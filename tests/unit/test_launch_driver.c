@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "common/preflight.h"
 #include "launcher/agent.h"
 #include "launcher/driver.h"
 
@@ -383,6 +384,109 @@ static void test_fit(void **state)
 	assert_int_equal(d.action, PHX_DRV_REQUEUE);
 }
 
+static void test_preflight_options(void **state)
+{
+	char *argv[] = { "phalanx-launch",
+			 "--preflight-results",
+			 "r.json",
+			 "--spares=1",
+			 "--",
+			 "python",
+			 "t.py",
+			 NULL };
+	char *argv2[] = { "phalanx-launch", "--preflight", "--no-preflight", "--", "x", NULL };
+	char *argv3[] = { "phalanx-launch", "--preflight-results=", "--", "x", NULL };
+	char *argv4[] = { "phalanx-launch", "--agent", "--slow-nodes", "n[1-2]", "--", "x", NULL };
+	char *argv5[] = { "phalanx-launch", "--agent", "--slow-nodes", "n1 n2", "--", "x", NULL };
+	struct phx_launch_opts o;
+	char err[512], **v;
+	int n;
+
+	(void)state;
+	assert_int_equal(phx_launch_parse(NARGS(argv), argv, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.driver.preflight, 1);
+	assert_string_equal(o.driver.preflight_results, "r.json");
+	/* The agents get neither the driver's preflight options nor their values. */
+	v = phx_driver_agent_args(NARGS(argv) - 1, argv + 1, NULL, &n);
+	assert_int_equal(n, 3);
+	assert_string_equal(v[0], "--");
+	assert_string_equal(v[1], "python");
+	free(v);
+	phx_launch_opts_free(&o);
+	assert_int_equal(phx_launch_parse(NARGS(argv2), argv2, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.driver.preflight, 0);
+	assert_null(o.driver.preflight_results);
+	phx_launch_opts_free(&o);
+	assert_int_equal(phx_launch_parse(NARGS(argv3), argv3, &o, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "--preflight-results"));
+	phx_launch_opts_free(&o);
+	assert_int_equal(phx_launch_parse(NARGS(argv4), argv4, &o, err, sizeof(err)), 0);
+	assert_string_equal(o.slow_nodes, "n[1-2]");
+	phx_launch_opts_free(&o);
+	assert_int_equal(phx_launch_parse(NARGS(argv5), argv5, &o, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "--slow-nodes"));
+	phx_launch_opts_free(&o);
+}
+
+static void test_to_check(void **state)
+{
+	bool bad[5] = { false, false, true, false, false };
+	bool trusted[5] = { false };
+	size_t idx[5], prev[2] = { 0, 1 }, next[2] = { 0, 3 };
+
+	(void)state;
+	/* First: every healthy node, the spares too. */
+	assert_int_equal(phx_drv_to_check(bad, trusted, 5, NULL, 0, NULL, 0, idx), 4);
+	assert_int_equal(idx[0], 0);
+	assert_int_equal(idx[1], 1);
+	assert_int_equal(idx[2], 3);
+	assert_int_equal(idx[3], 4);
+	for (size_t i = 0; i < 5; i++)
+		trusted[i] = !bad[i];
+	assert_int_equal(phx_drv_to_check(bad, trusted, 5, NULL, 0, NULL, 0, idx), 0);
+	/* Same nodes again: nothing to check. */
+	assert_int_equal(phx_drv_to_check(bad, trusted, 5, prev, 2, prev, 2, idx), 0);
+	/* Node 1 went bad, spare 3 comes in: it alone is checked again. */
+	bad[1] = true;
+	assert_int_equal(phx_drv_to_check(bad, trusted, 5, prev, 2, next, 2, idx), 1);
+	assert_int_equal(idx[0], 3);
+	assert_false(trusted[3]);
+	assert_true(trusted[0]);
+	assert_true(trusted[4]);
+}
+
+static void test_verdicts_for(void **state)
+{
+	struct phx_check_verdict all[3] = { 0 }, out[3];
+	char *hosts[] = { "c", "a", "zz" };
+
+	(void)state;
+	snprintf(all[0].node, sizeof(all[0].node), "a");
+	snprintf(all[1].node, sizeof(all[1].node), "b");
+	all[1].state = PHX_CHECK_FAILED;
+	snprintf(all[2].node, sizeof(all[2].node), "c");
+	all[2].state = PHX_CHECK_SLOW;
+	snprintf(all[2].reason, sizeof(all[2].reason), "GEMM 50 TFLOP/s");
+	phx_drv_verdicts_for(all, 3, hosts, 3, "rec.json", out);
+	assert_string_equal(out[0].node, "c");
+	assert_int_equal(out[0].state, PHX_CHECK_SLOW);
+	assert_string_equal(out[0].reason, "GEMM 50 TFLOP/s");
+	assert_int_equal(out[1].state, PHX_CHECK_OK);
+	/* Never a pass without a measurement. */
+	assert_string_equal(out[2].node, "zz");
+	assert_int_equal(out[2].state, PHX_CHECK_FAILED);
+	assert_string_equal(out[2].reason, "no result for it in rec.json");
+}
+
+static void test_preempted(void **state)
+{
+	(void)state;
+	assert_true(phx_drv_preempted(true, PHX_EXIT_REQUEUE));
+	assert_false(phx_drv_preempted(false, PHX_EXIT_REQUEUE));
+	assert_false(phx_drv_preempted(true, 0));
+	assert_false(phx_drv_preempted(true, 1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -400,6 +504,10 @@ int main(void)
 		cmocka_unit_test(test_decide_same_failure),
 		cmocka_unit_test(test_decide_limits),
 		cmocka_unit_test(test_fit),
+		cmocka_unit_test(test_preflight_options),
+		cmocka_unit_test(test_to_check),
+		cmocka_unit_test(test_verdicts_for),
+		cmocka_unit_test(test_preempted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
