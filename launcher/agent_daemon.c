@@ -218,6 +218,16 @@ void phx_daemon_report(struct phx_agent *a, const char *kind, uint64_t value, co
 		phx_debug("phalanx-ckptd: %s report from %s queued", kind, a->node);
 }
 
+void phx_daemon_straggler(struct phx_agent *a, const char *node, uint64_t lost_us,
+			  const char *reason)
+{
+	if (!a->daemon)
+		return;
+	if (phx_ckpt_client_report(a->daemon->client, "straggler", node, phx_daemon_newest_step(a),
+				   lost_us, reason) < 0)
+		phx_warn("phalanx-ckptd: the straggler report of %s was not queued", node);
+}
+
 /* The failed worker's step, or the node's newest when it never beat. */
 static uint64_t worker_step(const struct phx_agent *a, long rank)
 {

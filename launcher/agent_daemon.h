@@ -35,6 +35,14 @@ void phx_daemon_ckpt_commit(struct phx_agent *a, const struct ck_gen *g, int t);
  * phx_crash_signature) or "hang", then "restart" when the job restarts.
  */
 void phx_daemon_report_failure(struct phx_agent *a, const struct phx_report *r, bool restarting);
+/* A straggler on node (the agent of node 0 reports it): the time its peers lost. */
+void phx_daemon_straggler(struct phx_agent *a, const char *node, uint64_t lost_us,
+			  const char *reason);
+/*
+ * Microseconds a straggler's peers waited on it in its window: its extra
+ * time per step over the median, times its steps; 0 when not slower. Pure.
+ */
+uint64_t phx_straggler_lost_us(uint64_t step_ns, uint64_t median_ns, uint64_t steps);
 /* The newest step any worker of this node reported on the heartbeat page. */
 uint64_t phx_daemon_newest_step(const struct phx_agent *a);
 

@@ -46,6 +46,14 @@ static void fold_line(const char *s, char *out, size_t len)
 	out[o] = '\0';
 }
 
+uint64_t phx_straggler_lost_us(uint64_t step_ns, uint64_t median_ns, uint64_t steps)
+{
+	if (step_ns <= median_ns)
+		return 0;
+	/* Microseconds first: a long window of slow steps must not overflow. */
+	return (step_ns - median_ns) / 1000 * steps;
+}
+
 void phx_crash_signature(const char *msg, const char *how, uint64_t step, char *buf, size_t len)
 {
 	char what[96];

@@ -5,7 +5,7 @@
 # of the lab, real PyTorch DDP jobs saving through libphalanx): the agents
 # register and heartbeat, the generations they commit are cataloged with
 # their digests, a killed worker is a restart in the goodput ledger, a
-# killed node is declared lost from the agents' missing heartbeats, and a
+# straggler is straggler time there, a killed node is declared lost from the agents' missing heartbeats, and a
 # daemon killed and restarted mid-run never stops training: the reports
 # made while it was away arrive when it returns.
 
@@ -34,6 +34,7 @@ setup_file()
 	export CKPTD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/phx-daemon-launch.XXXXXX")
 	chmod 0755 "$CKPTD_DIR"
 	export CKPTD_ADDR=10.77.${PHX_LAB_ID:-0}.1:$((17704 + 10 * ${PHX_LAB_ID:-0}))
+	export CKPTD_METRICS=127.0.0.1:$((17705 + 10 * ${PHX_LAB_ID:-0}))
 	export PHX=$PHX_BUILD_DIR/launcher/phalanx
 	export SOCK=$CKPTD_DIR/ckptd.sock
 	# act: false: a lost node is declared and accounted, not drained, so
@@ -64,7 +65,8 @@ start_daemon()
 {
 	"$PHX_BUILD_DIR/checkpoint/phalanx-ckptd" -c "$CKPTD_DIR/daemon.yaml" \
 		--listen "$CKPTD_ADDR" --socket "$SOCK" --state-dir "$CKPTD_DIR/state" \
-		--key "$LAB_DIR/etc/phalanx.key" >>"$CKPTD_DIR/daemon.log" 2>&1 &
+		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" \
+		>>"$CKPTD_DIR/daemon.log" 2>&1 &
 	echo $! >"$CKPTD_DIR/pid"
 	wait_for 10 test -S "$SOCK"
 }
@@ -240,6 +242,25 @@ catalog_matches()
 	wait_for 60 committed_above "$JOB" "$before"
 	job_wait "$out"
 	[ "$(gp_field "$JOB" .phase)" = done ]
+}
+
+@test "a straggler reported by the agents is straggler time in the goodput ledger" {
+	local out=$BATS_TEST_TMPDIR/out
+
+	# The probe beats through libphalanx; rank 3 (on node 2) steps 5 times slower.
+	PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so timeout 120 srun --mpi=pmix \
+		-N2 --ntasks-per-node=1 "$LAUNCH" --agent --config "$CKPTD_DIR/phalanx.yaml" \
+		--nproc-per-node 2 --sync-interval-ms 250 --straggler-window 3 \
+		--straggler-threshold 150 -- /usr/bin/python3 "$BATS_TEST_DIRNAME/launch_probe.py" \
+		--mode beat --duration 9 --step-sleep 0.05 --rank 3 --slow 5 >"$out" 2>&1 &
+	BG=$!
+	wait_for 30 job_id
+	JOB=$(job_id)
+	job_wait "$out"
+	grep -q "straggler: rank 3 " "$out"
+	run "$PHX" goodput "$JOB" --json --socket "$SOCK"
+	show_run
+	[ "$(jq -r '.parts.straggler > 0' <<<"$output")" = true ]
 }
 
 @test "a killed node of a running job is declared lost within recovery.lost_after_ms" {

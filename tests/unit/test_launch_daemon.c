@@ -58,12 +58,25 @@ static void test_no_message(void **state)
 	assert_int_equal(strlen(small), 7);
 }
 
+static void test_straggler_lost(void **state)
+{
+	(void)state;
+	/* 150 ms against a 100 ms median over 40 steps: 2 s lost. */
+	assert_int_equal(phx_straggler_lost_us(150000000, 100000000, 40), 2000000);
+	assert_int_equal(phx_straggler_lost_us(90000000, 100000000, 40), 0);
+	assert_int_equal(phx_straggler_lost_us(100000000, 100000000, 40), 0);
+	/* A day of 1-hour steps' excess does not overflow. */
+	assert_int_equal(phx_straggler_lost_us(7200000000000ull, 3600000000000ull, 24),
+			 86400000000ull);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exception_name),
 		cmocka_unit_test(test_folded_message),
 		cmocka_unit_test(test_no_message),
+		cmocka_unit_test(test_straggler_lost),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
