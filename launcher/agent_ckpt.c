@@ -28,6 +28,7 @@
 #include "common/heartbeat.h"
 #include "common/log.h"
 #include "launcher/agent_ckpt_int.h"
+#include "launcher/agent_daemon.h"
 #include "launcher/agent_run.h"
 #include "phalanx.h"
 
@@ -146,7 +147,7 @@ static void gen_staged(struct phx_ckpt *c, struct ck_gen *g)
 
 	c->seen_request = req;
 	g->due = tiers;
-	/* Hook: report "prepare" of generation g->step to phalanx-ckptd here when configured. */
+	/* phalanx-ckptd hears of it once committed (agent_daemon_ckpt.c). */
 	for (unsigned i = 0; i < c->nproc; i++) {
 		struct ck_slot *s = &c->slot[i];
 		struct ck_buf *b = &s->buf[g->buf[i]];
@@ -654,7 +655,7 @@ static void commit_tier(struct phx_agent *a, enum phx_ckpt_tier t, long step)
 	if (a->wire.me.rank == 0)
 		phx_info("checkpoint generation %ld committed in the %s tier on all %u nodes", step,
 			 phx_ckpt_tier_name(t), a->wire.size);
-	/* Hook: report "commit" of the generation to phalanx-ckptd here when configured. */
+	phx_daemon_ckpt_commit(a, g, t);
 	if (t == PHX_TIER_MEMORY) {
 		commit_memory(c, step);
 		return;

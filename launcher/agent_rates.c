@@ -21,6 +21,7 @@
 
 #include "common/heartbeat.h"
 #include "common/log.h"
+#include "launcher/agent_daemon.h"
 #include "launcher/agent_run.h"
 
 void phx_agent_sample_rates(struct phx_agent *a)
@@ -137,6 +138,8 @@ out:
 
 static void report(struct phx_agent *a, const struct phx_rate *r, uint64_t median, unsigned peers)
 {
+	char why[128];
+
 	phx_warn("straggler: rank %lu (role %s) on %s takes %.1f ms per step, %.2fx the median "
 		 "%.1f ms of the %u ranks of its role (%llu steps in the last %d s); look at %s "
 		 "(phalanx health, GPU clocks, other processes)",
@@ -144,6 +147,10 @@ static void report(struct phx_agent *a, const struct phx_rate *r, uint64_t media
 		 (double)r->step_ns / (double)median, median / 1e6, peers,
 		 (unsigned long long)r->steps, a->o->straggler_window_s, a->hosts[r->agent]);
 	record(a, r, median, peers);
+	snprintf(why, sizeof(why), "rank %lu %.2fx the median", r->rank,
+		 (double)r->step_ns / (double)median);
+	phx_daemon_straggler(a, a->hosts[r->agent],
+			     phx_straggler_lost_us(r->step_ns, median, r->steps), why);
 }
 
 void phx_agent_find_stragglers(struct phx_agent *a, char **values, const struct phx_report *rep)

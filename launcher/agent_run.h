@@ -109,6 +109,7 @@ struct phx_agent {
 	bool *rate_slow;
 	bool *straggler_reported; /* [world] */
 	struct phx_ckpt *ckpt; /* checkpoint staging, agent_ckpt.c */
+	struct phx_daemon *daemon; /* phalanx-ckptd client, agent_daemon.c; NULL: none */
 };
 
 /* Wire-up: facts exchange, placement, this node's rank map. An exit code or 0. */

@@ -24,6 +24,7 @@
 
 #include "common/heartbeat.h"
 #include "common/log.h"
+#include "launcher/agent_daemon.h"
 #include "launcher/agent_run.h"
 
 uint64_t phx_now_ns(clockid_t clock)
@@ -235,18 +236,19 @@ static void handle_signals(struct phx_agent *a)
 }
 
 /* Signals, the agreement round, checkpoints; then the workers' pipes. */
-#define PUMP_FIXED 3
+#define PUMP_FIXED 4
 
 int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extra_ready)
 {
 	struct pollfd pfd[PUMP_FIXED + 2 * 4096];
 	struct phx_worker *who[2 * 4096];
 	unsigned n = 0;
-	int rc;
+	int rc, dt;
 
 	pfd[n++] = (struct pollfd){ .fd = a->sig_fd, .events = POLLIN };
 	pfd[n++] = (struct pollfd){ .fd = extra_fd, .events = POLLIN };
 	pfd[n++] = (struct pollfd){ .fd = phx_ckpt_fd(a), .events = POLLIN };
+	pfd[n++] = (struct pollfd){ .fd = phx_daemon_fd(a), .events = phx_daemon_events(a) };
 	for (unsigned i = 0; i < a->nproc; i++) {
 		struct phx_worker *w = &a->w[i];
 
@@ -261,6 +263,9 @@ int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extr
 	}
 	if (extra_ready)
 		*extra_ready = false;
+	dt = phx_daemon_timeout_ms(a);
+	if (dt >= 0 && (timeout_ms < 0 || dt < timeout_ms))
+		timeout_ms = dt;
 	rc = poll(pfd, n, timeout_ms);
 	if (rc < 0)
 		return errno == EINTR ? 0 : -1;
@@ -278,6 +283,7 @@ int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extr
 		handle_signals(a);
 	if (pfd[2].revents)
 		phx_ckpt_dispatch(a);
+	phx_daemon_handle(a, pfd[3].revents);
 	if (extra_fd >= 0 && pfd[1].revents && extra_ready)
 		*extra_ready = true;
 	return 0;

@@ -21,6 +21,7 @@
 
 #include "common/heartbeat.h"
 #include "common/log.h"
+#include "launcher/agent_daemon.h"
 #include "launcher/agent_run.h"
 
 #define GO_ON (-1) /* not an exit code: keep supervising */
@@ -423,6 +424,11 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 		d.action = PHX_ACT_SHUTDOWN;
 	if (d.preempt && !a->preempting)
 		phx_agent_preempt(a, false);
+	if (d.first == (long)a->wire.me.rank &&
+	    (d.action == PHX_ACT_RESTART || d.action == PHX_ACT_GIVE_UP))
+		phx_daemon_report_failure(a, &reports[d.first], d.action == PHX_ACT_RESTART);
+	if (d.action == PHX_ACT_SUCCESS && a->wire.me.rank == 0)
+		phx_daemon_report(a, "done", 0, NULL);
 	switch (d.action) {
 	case PHX_ACT_CONTINUE:
 		return GO_ON;

@@ -19,6 +19,7 @@
 #include "common/health.h"
 #include "common/hostlist.h"
 #include "common/log.h"
+#include "launcher/agent_daemon.h"
 #include "launcher/agent_run.h"
 
 static int load_conf(const struct phx_launch_opts *o, struct phx_conf *conf)
@@ -269,6 +270,7 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 	rc = phx_ckpt_setup(a);
 	if (rc)
 		return rc;
+	phx_daemon_setup(a);
 	if (a->wire.me.rank == 0)
 		phx_info("starting %lu workers on %u nodes (%u per node), rank 0 at %s:%u, "
 			 "hang timeout %d s, max restarts %d",
@@ -293,6 +295,7 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 
 static void cleanup(struct phx_agent *a)
 {
+	phx_daemon_fini(a);
 	phx_ckpt_fini(a);
 	for (unsigned i = 0; a->w && i < a->nproc; i++) {
 		if (a->w[i].log_fd >= 0)
