@@ -67,24 +67,6 @@ static uint32_t get32(const unsigned char *p)
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 size_t ckptd_journal_replay(const unsigned char *data, size_t len, ckptd_replay_fn fn, void *arg,
 			    uint64_t *records, const char *path)
 {
@@ -161,9 +143,9 @@ static int append_nosync(struct ckptd_journal *jr, const char *body, size_t len,
 		return phx_errf(err, errlen, "journal record of %zu bytes is out of range", len);
 	put32(head, (uint32_t)len);
 	put32(head + 4, ckptd_crc32(body, len));
-	rc = write_all(jr->fd, head, sizeof(head));
+	rc = phx_write_all(jr->fd, head, sizeof(head));
 	if (!rc)
-		rc = write_all(jr->fd, body, len);
+		rc = phx_write_all(jr->fd, body, len);
 	if (rc < 0) {
 		/* Cut a half-written record so the next append starts clean. */
 		if (ftruncate(jr->fd, (off_t)jr->bytes) == 0)

@@ -46,23 +46,6 @@ static void set_timeout(int fd, int opt, int ms)
 	setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof(tv));
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len < COPY_PIECE ? len : COPY_PIECE);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* dir/rank-R/gen-G.copy: the signed header, then the shard; tmp + fsync + rename. */
 static int persist(const struct phx_partner_server *s, const struct phx_partner_copy *c, char *path,
 		   size_t pathlen)
@@ -82,9 +65,9 @@ static int persist(const struct phx_partner_server *s, const struct phx_partner_
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	rc = write_all(fd, hdr, sizeof(hdr));
+	rc = phx_write_all(fd, hdr, sizeof(hdr));
 	if (!rc)
-		rc = write_all(fd, c->data, c->hdr.bytes);
+		rc = phx_write_all(fd, c->data, c->hdr.bytes);
 	if (!rc && fsync(fd) < 0)
 		rc = -errno;
 	close(fd);

@@ -13,18 +13,17 @@
 
 #include "common/file.h"
 
-static int write_all(int fd, const void *data, size_t len)
+int phx_write_all(int fd, const void *buf, size_t len)
 {
-	const char *p = data;
+	const char *p = buf;
 
-	while (len > 0) {
+	while (len) {
 		ssize_t n = write(fd, p, len);
 
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
 		p += n;
 		len -= (size_t)n;
 	}
@@ -62,7 +61,7 @@ int phx_file_write_atomic(const char *path, const void *data, size_t len, mode_t
 		rc = -errno;
 		goto fail;
 	}
-	rc = write_all(fd, data, len);
+	rc = phx_write_all(fd, data, len);
 	if (rc)
 		goto fail;
 	if (fsync(fd) < 0) {

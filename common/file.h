@@ -19,6 +19,12 @@ int phx_file_write_atomic(const char *path, const void *data, size_t len, mode_t
  */
 int phx_file_read(const char *path, size_t max_bytes, char **data, size_t *len);
 
+/*
+ * Writes all len bytes to fd, across short writes and EINTR. Returns 0, or
+ * -errno (-EIO when the descriptor takes nothing).
+ */
+int phx_write_all(int fd, const void *buf, size_t len);
+
 /* fsync of the directory holding path, so a rename in it is durable. */
 int phx_file_sync_parent(const char *path);
 

@@ -26,6 +26,7 @@
 
 #include "common/gpulist.h"
 #include "common/health.h"
+#include "common/file.h"
 
 #define NVML_DEFAULT_LIB "libnvidia-ml.so.1"
 #define GIB (1024.0 * 1024 * 1024)
@@ -327,23 +328,6 @@ static void check_gpu(const struct run *run, struct phx_health_result *r)
 
 /* ------------------------------------------------------------ child runs */
 
-static int write_full(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Reads up to len bytes until EOF or the deadline; returns bytes read. */
 static size_t read_until(const struct run *run, int fd, void *buf, size_t len, bool *late)
 {
@@ -440,7 +424,7 @@ static void run_in_child(const struct run *run, struct phx_health_result *r, che
 	if (pid == 0) {
 		close(pfd[0]);
 		fn(run, r);
-		_exit(write_full(pfd[1], r, sizeof(*r)) ? 1 : 0);
+		_exit(phx_write_all(pfd[1], r, sizeof(*r)) ? 1 : 0);
 	}
 	close(pfd[1]);
 	n = read_until(run, pfd[0], &got, sizeof(got), &late);
