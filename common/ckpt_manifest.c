@@ -12,16 +12,8 @@
 #include "common/ckpt_json.h"
 #include "common/ckpt_manifest.h"
 #include "common/file.h"
+#include "common/digest.h"
 #include "common/log.h"
-
-/* Known digests and their hex lengths; other names are allowed with any even length. */
-static const struct {
-	const char *alg;
-	size_t hex;
-} known_digests[] = {
-	{ "sha256", 64 },   { "sha512", 128 }, { "xxh64", 16 },	 { "xxh3-64", 16 },
-	{ "xxh3-128", 32 }, { "crc32c", 8 },   { "blake3", 64 },
-};
 
 static int name_ok(const char *s, size_t max)
 {
@@ -50,30 +42,24 @@ static int text_ok(const char *s, size_t max)
 
 int phx_manifest_digest_check(const char *alg, const char *hex, char *err, size_t errlen)
 {
-	size_t n = strlen(hex);
+	enum phx_digest_algo algo;
+	size_t n = strlen(hex), want;
 
-	if (!name_ok(alg, PHX_MANIFEST_NAME_MAX))
-		return phx_errf(err, errlen,
-				"digest algorithm \"%.40s\" must be 1 to %d characters of a-z, "
-				"0-9, '-', '_', '.'",
-				alg, PHX_MANIFEST_NAME_MAX);
+	/* The names common/digest.h computes, and nothing else: a shard is checked by them. */
+	if (!name_ok(alg, PHX_MANIFEST_NAME_MAX) || phx_digest_parse(alg, &algo) < 0 ||
+	    strcmp(phx_digest_name(algo), alg))
+		return phx_errf(err, errlen, "digest algorithm \"%.40s\" is unknown; use %s or %s",
+				alg, phx_digest_name(PHX_DIGEST_XXH3),
+				phx_digest_name(PHX_DIGEST_SHA256));
 	for (size_t i = 0; i < n; i++)
 		if (!((hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f')))
 			return phx_errf(err, errlen,
 					"digest hex holds '%c' at offset %zu; lower-case hex only",
 					hex[i], i);
-	for (size_t i = 0; i < sizeof(known_digests) / sizeof(known_digests[0]); i++)
-		if (!strcmp(known_digests[i].alg, alg)) {
-			if (n != known_digests[i].hex)
-				return phx_errf(err, errlen,
-						"a %s digest has %zu hex characters, not %zu", alg,
-						known_digests[i].hex, n);
-			return 0;
-		}
-	if (n < 8 || n > PHX_DIGEST_HEX_MAX || n % 2)
-		return phx_errf(err, errlen,
-				"digest hex must be an even count of 8 to %d characters, not %zu",
-				PHX_DIGEST_HEX_MAX, n);
+	want = 2 * phx_digest_len(algo);
+	if (n != want)
+		return phx_errf(err, errlen, "a %s digest has %zu hex characters, not %zu", alg,
+				want, n);
 	return 0;
 }
 

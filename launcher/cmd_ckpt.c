@@ -7,7 +7,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -19,11 +18,11 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
-#include <openssl/evp.h>
 
 #include "common/ckpt_manifest.h"
 #include "common/ckpt_wire.h"
 #include "common/conf.h"
+#include "common/digest_file.h"
 #include "common/log.h"
 #include "launcher/ckptd_request.h"
 #include "launcher/commands.h"
@@ -221,59 +220,28 @@ static int may_say(struct verify *v)
 	return ok;
 }
 
-/* 1 digest matches, 0 mismatch, -1 cannot read, -2 algorithm not available here. */
-static int check_file(const char *path, const struct phx_manifest_shard *s)
-{
-	const EVP_MD *md = EVP_get_digestbyname(s->digest.alg);
-	unsigned char dig[EVP_MAX_MD_SIZE], buf[1 << 16];
-	unsigned int dlen = 0;
-	char hex[2 * EVP_MAX_MD_SIZE + 1];
-	uint64_t total = 0;
-	EVP_MD_CTX *ctx;
-	ssize_t n;
-	int fd, rc = -1;
-
-	if (!md)
-		return -2;
-	if (path[0] != '/')
-		return -1;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ctx = EVP_MD_CTX_new();
-	if (ctx && EVP_DigestInit_ex(ctx, md, NULL) == 1) {
-		while ((n = read(fd, buf, sizeof(buf))) > 0) {
-			EVP_DigestUpdate(ctx, buf, (size_t)n);
-			total += (uint64_t)n;
-		}
-		if (n == 0 && EVP_DigestFinal_ex(ctx, dig, &dlen) == 1) {
-			for (unsigned i = 0; i < dlen; i++)
-				snprintf(hex + 2 * i, 3, "%02x", dig[i]);
-			rc = total == s->bytes && !strcmp(hex, s->digest.hex);
-		}
-	}
-	EVP_MD_CTX_free(ctx);
-	close(fd);
-	return rc;
-}
-
 static void verify_rank(struct verify *v, uint32_t r)
 {
 	const struct phx_manifest_shard *s = &v->m->shards[r];
 	int good = 0, bad = 0, unknown = 0;
 
 	for (size_t i = 0; i < s->nlocations; i++) {
-		int rc = check_file(s->locations[i].path, s);
+		char err[512];
+		/* Ranks are checked in parallel already: one hashing thread per file. */
+		int rc = phx_digest_file_check(s->locations[i].path, s->bytes, s->digest.alg,
+					       s->digest.hex, 1, err, sizeof(err));
 
-		if (rc == 1)
+		if (rc == PHX_DIGEST_FILE_OK)
 			good++;
-		else if (rc == 0) {
+		else if (rc == PHX_DIGEST_FILE_BAD) {
 			bad++;
 			if (may_say(v))
-				phx_warn("rank %u: %s copy %s does not match its %s digest", r,
-					 s->locations[i].tier, s->locations[i].path, s->digest.alg);
-		} else if (rc == -2) {
+				phx_warn("rank %u: %s copy is corrupt: %s", r, s->locations[i].tier,
+					 err);
+		} else if (rc == PHX_DIGEST_FILE_UNKNOWN) {
 			unknown++;
+			if (may_say(v))
+				phx_error("rank %u: cannot verify: %s", r, err);
 		}
 	}
 	pthread_mutex_lock(&v->lock);
@@ -345,7 +313,7 @@ static int do_verify(struct admin *a, uint64_t job, uint64_t gen, int threads)
 	if (v.said > VERIFY_SAY_MAX)
 		phx_warn("%u more problems not shown", v.said - VERIFY_SAY_MAX);
 	printf("job %u generation %llu (step %llu, %u ranks): %u verified, %u corrupt, %u not "
-	       "readable here, %u with a digest this host cannot compute\n",
+	       "readable here, %u with an unknown digest algorithm\n",
 	       man.job, (unsigned long long)man.generation, (unsigned long long)man.step, man.world,
 	       v.ok, v.corrupt, v.missing, v.unverifiable);
 	n = v.ok == man.world ? 0 : 1;

@@ -51,9 +51,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "common/ckpt_client.h"
+#include "common/digest.h"
 #include "common/log.h"
 #include "common/token.h"
 
@@ -283,12 +282,12 @@ static int start(struct sim *s)
 	return 0;
 }
 
-/* A real shard file of the rank, and its SHA-256; 0 or -1. */
+/* A real shard file of the rank, and its digest as the agents compute it; 0 or -1. */
 static int write_shard(struct sim *s, uint32_t rank, uint64_t gen, char *path, size_t plen,
-		       char hex[65])
+		       char hex[PHX_DIGEST_HEX_LEN])
 {
-	unsigned char buf[4096], md[32];
-	unsigned int mdlen = 0;
+	unsigned char buf[4096];
+	uint8_t md[PHX_DIGEST_MAX];
 	FILE *f;
 
 	for (size_t i = 0; i < sizeof(buf); i++)
@@ -301,10 +300,9 @@ static int write_shard(struct sim *s, uint32_t rank, uint64_t gen, char *path, s
 		return -1;
 	}
 	fclose(f);
-	if (!EVP_Digest(buf, sizeof(buf), md, &mdlen, EVP_sha256(), NULL) || mdlen != 32)
+	if (phx_digest_compute(PHX_DIGEST_SHA256, buf, sizeof(buf), 1, NULL, md) < 0)
 		return -1;
-	for (int i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	phx_digest_hex(PHX_DIGEST_SHA256, md, hex);
 	return 0;
 }
 
@@ -319,7 +317,8 @@ static void prepare(struct sim *s, uint32_t i, uint64_t gen)
 		sh[k].rank = rank;
 		sh[k].bytes = 1u << 30;
 		sh[k].filled = 1;
-		snprintf(sh[k].digest.alg, sizeof(sh[k].digest.alg), "sha256");
+		snprintf(sh[k].digest.alg, sizeof(sh[k].digest.alg), "%s",
+			 phx_digest_name(PHX_DIGEST_SHA256));
 		for (int h = 0; h < 64; h++)
 			sh[k].digest.hex[h] = "0123456789abcdef"[(rank * 7 + gen * 13 + h) & 15];
 		snprintf(sh[k].locations[0].tier, sizeof(sh[k].locations[0].tier), "shared");

@@ -47,7 +47,7 @@ setup_file()
 		  act: false
 	YAML
 	cp "$(dirname "$SLURM_CONF")/phalanx.yaml" "$CKPTD_DIR/phalanx.yaml"
-	# sha256: phalanx ckpt verify on the host computes it everywhere.
+	# sha256 here; phalanx ckpt verify checks xxh3-128 the same way (unit tested).
 	cat >>"$CKPTD_DIR/phalanx.yaml" <<-YAML
 		ckptd:
 		  address: "$CKPTD_ADDR"
@@ -178,6 +178,29 @@ catalog_matches()
 	PY
 }
 
+# corrupt_rank GEN RANK: flips a byte in the middle of every copy of RANK's
+# shard in cataloged generation GEN that this host can read.
+corrupt_rank()
+{
+	local path n=0
+
+	# The agents' manifest: the catalog holds the same shards (catalog_matches).
+	for path in $(jq -r --argjson r "$2" '.shards[$r].locations[].path' \
+		"$CKPTD_DIR/shared/$(printf 'gen-%012d' $(($1 - 1)))/manifest.json"); do
+		[ -f "$path" ] || continue
+		/usr/bin/python3 - "$path" <<-'PY'
+			import os, sys
+			with open(sys.argv[1], "r+b") as f:
+			    f.seek(os.fstat(f.fileno()).st_size // 2)
+			    b = f.read(1)
+			    f.seek(-1, 1)
+			    f.write(bytes([b[0] ^ 0x5a]))
+		PY
+		n=$((n + 1))
+	done
+	[ "$n" -gt 0 ]
+}
+
 @test "agents register, heartbeat and have their committed generations cataloged with their digests" {
 	local out=$BATS_TEST_TMPDIR/out gen
 
@@ -201,6 +224,18 @@ catalog_matches()
 	show_run
 	[ "$status" -eq 0 ]
 	[ "$output" = "4 shards match" ]
+	# The agents' chunked sha256 digests are the ones verify computes.
+	run --separate-stderr "$PHX" ckpt verify "$JOB" "$gen" --socket "$SOCK"
+	show_run
+	[ "$status" -eq 0 ]
+	grep -q "generation $gen (step [0-9]*, 4 ranks): 4 verified, 0 corrupt" <<<"$output"
+	# One byte changed in every copy of rank 1 this host can read: verify names it.
+	corrupt_rank "$gen" 1
+	run --separate-stderr "$PHX" ckpt verify "$JOB" "$gen" --socket "$SOCK"
+	show_run
+	[ "$status" -eq 1 ]
+	grep -q "rank 1: [a-z]* copy is corrupt: .* does not match its sha256 digest" <<<"$stderr"
+	grep -q "3 verified, 1 corrupt" <<<"$output"
 }
 
 @test "a killed worker is an in-job restart in the goodput ledger" {

@@ -90,7 +90,8 @@ static void test_incomplete_not_written(void **state)
 
 	(void)state;
 	assert_int_equal(phx_manifest_init(&m, 1, 1, 0, "", 3, err, sizeof(err)), 0);
-	assert_int_equal(phx_manifest_shard_set(&m, 0, "a", 1, "xxh64", "0123456789abcdef", err,
+	assert_int_equal(phx_manifest_shard_set(&m, 0, "a", 1, "xxh3-128",
+						"00112233445566778899aabbccddeeff", err,
 						sizeof(err)),
 			 0);
 	assert_null(phx_manifest_to_json(&m, err, sizeof(err)));
@@ -116,8 +117,18 @@ static void test_digest_checks(void **state)
 				 err, sizeof(err)),
 			 -1);
 	assert_int_equal(phx_manifest_digest_check("SHA", "abcdabcd", err, sizeof(err)), -1);
-	assert_int_equal(phx_manifest_digest_check("custom", "abcdabcd", err, sizeof(err)), 0);
-	assert_int_equal(phx_manifest_digest_check("custom", "abcdabc", err, sizeof(err)), -1);
+	/* Only the algorithms common/digest.h computes: anything else cannot be verified. */
+	assert_int_equal(phx_manifest_digest_check("custom", "abcdabcd", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "\"custom\" is unknown; use xxh3-128 or sha256"));
+	assert_int_equal(phx_manifest_digest_check("xxh3", "00112233445566778899aabbccddeeff", err,
+						   sizeof(err)),
+			 -1);
+	assert_int_equal(phx_manifest_digest_check("xxh3-128", "00112233445566778899aabbccddeeff",
+						   err, sizeof(err)),
+			 0);
+	assert_int_equal(
+		phx_manifest_digest_check("xxh3-128", "0011223344556677", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "32 hex characters"));
 }
 
 /* Each broken manifest is refused with a message naming what is wrong. */
@@ -147,19 +158,21 @@ static void test_strict_errors(void **state)
 		  "shard 0: a sha256 digest has 64" },
 		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,"
 		  "\"step\":0,\"created\":0,\"layout\":\"\",\"world\":1,\"shards\":[{\"rank\":0,"
-		  "\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"xxh64\",\"hex\":"
-		  "\"0011223344556677\"},\"locations\":[]}]}",
+		  "\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"xxh3-128\",\"hex\":"
+		  "\"00112233445566778899aabbccddeeff\"},\"locations\":[]}]}",
 		  "\"locations\" is empty" },
 		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,"
 		  "\"step\":0,\"created\":0,\"layout\":\"\",\"world\":2,\"shards\":[{\"rank\":1,"
-		  "\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"xxh64\",\"hex\":"
-		  "\"0011223344556677\"},\"locations\":[{\"tier\":\"local\",\"path\":\"/"
+		  "\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"xxh3-128\",\"hex\":"
+		  "\"00112233445566778899aabbccddeeff\"},\"locations\":[{\"tier\":\"local\","
+		  "\"path\":\"/"
 		  "x\"}]},{}]}",
 		  "shards must be in rank order" },
 		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"job\":1,\"generation\":1,"
 		  "\"step\":0,\"created\":0,\"layout\":\"\",\"world\":1,\"shards\":[{\"rank\":0,"
-		  "\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"xxh64\",\"hex\":"
-		  "\"0011223344556677\"},\"locations\":[{\"tier\":\"local\",\"path\":\"/"
+		  "\"node\":\"a\",\"bytes\":1,\"digest\":{\"alg\":\"xxh3-128\",\"hex\":"
+		  "\"00112233445566778899aabbccddeeff\"},\"locations\":[{\"tier\":\"local\","
+		  "\"path\":\"/"
 		  "x\"},{\"tier\":\"local\",\"path\":\"/y\"}]}]}",
 		  "tier local is listed twice" },
 		{ "{\"format\":\"phalanx-manifest\",\"version\":1} x", "near byte 42" },

@@ -178,11 +178,13 @@ static void test_manifest(void **state)
 	assert_int_equal(phx_ckpt_manifest_find(text, 3, &e, err, sizeof(err)), -1);
 	assert_true(err[0] != '\0');
 	free(text);
-	/* A digest this agent cannot compute. */
-	text = manifest("crc32c", "0011aabb");
+	/* A digest algorithm common/digest.h does not compute: the manifest is refused whole. */
+	text = manifest("sha256",
+			"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
+	memcpy(strstr(text, "\"sha256\""), "\"crc32c\"", 8);
 	assert_int_equal(phx_ckpt_manifest_find(text, 3, &e, err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "crc32c"));
-	assert_int_equal(phx_ckpt_manifest_find(text, 2, &e, err, sizeof(err)), 0);
+	assert_non_null(strstr(err, "\"crc32c\" is unknown"));
+	assert_int_equal(phx_ckpt_manifest_find(text, 2, &e, err, sizeof(err)), -1);
 	free(text);
 }
 

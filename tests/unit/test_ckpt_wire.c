@@ -88,12 +88,14 @@ static void test_prepare_fast_and_fallback(void **state)
 {
 	static const char plain[] =
 		"{\"type\":\"prepare\",\"gen\":7,\"step\":70,\"shards\":[{\"rank\":1,\"bytes\":5,"
-		"\"digest\":{\"alg\":\"xxh64\",\"hex\":\"0011223344556677\"},\"locations\":[{"
+		"\"digest\":{\"alg\":\"xxh3-128\",\"hex\":\"00112233445566778899aabbccddeeff\"},"
+		"\"locations\":[{"
 		"\"tier\":"
 		"\"local\",\"path\":\"/a/b\"},{\"path\":\"/c\",\"tier\":\"shared\"}]}],\"v\":1}";
 	static const char escaped[] =
 		"{\"type\":\"prepare\",\"gen\":7,\"step\":70,\"shards\":[{\"rank\":1,\"bytes\":5,"
-		"\"digest\":{\"alg\":\"xxh64\",\"hex\":\"0011223344556677\"},\"locations\":[{"
+		"\"digest\":{\"alg\":\"xxh3-128\",\"hex\":\"00112233445566778899aabbccddeeff\"},"
+		"\"locations\":[{"
 		"\"tier\":"
 		"\"local\",\"path\":\"\\/a\\/b\"}]}],\"v\":1}";
 	static const char duplicate[] = "{\"type\":\"prepare\",\"gen\":7,\"gen\":8}";
