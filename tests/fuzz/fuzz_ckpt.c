@@ -5,6 +5,7 @@
  * manifest file. The first byte picks the decoder; any bytes must give an answer, never a
  * crash. A state that parses must format back to the same text.
  */
+/* fuzz-sources: launcher/agent_ckpt_plan.c launcher/agent_ckpt_manifest.c */
 #include "config.h"
 
 #include <stdio.h>
