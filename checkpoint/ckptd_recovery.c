@@ -129,6 +129,16 @@ static void exclude_add(struct ckptd_recovery *r, const char *node)
 	snprintf(r->exclude + n, sizeof(r->exclude) - n, "%s%s", n ? "," : "", node);
 }
 
+static int excluded(const struct ckptd_recovery *r, const char *node)
+{
+	size_t k = strlen(node);
+
+	for (const char *p = r->exclude; (p = strstr(p, node)); p += k)
+		if ((p == r->exclude || p[-1] == ',') && (p[k] == ',' || !p[k]))
+			return 1;
+	return 0;
+}
+
 static void drain(struct ckptd *d, const char *node, const char *reason, int lost)
 {
 	struct ckptd_node *nr = node_rec(d, node);
@@ -404,6 +414,65 @@ int ckptd_recovery_event(struct ckptd *d, struct ckptd_conn *c, const struct phx
 	return 1;
 }
 
+/*
+ * The job's driver relaunches it in its allocation without node: the
+ * node's silence and its DOWN state in Slurm are the driver's to handle,
+ * not a loss that requeues the job.
+ */
+static void driver_restart(struct ckptd *d, struct ckptd_job *j, const struct phx_wire_msg *m)
+{
+	struct ckptd_member *mb = member(&j->r, m->node, 0);
+
+	if (mb)
+		mb->lost = 1;
+	exclude_add(&j->r, m->node);
+	j->r.restarts++;
+	d->rm.restarts++;
+	j->r.phase_step = UINT64_MAX;
+	phx_info("job %u: node %s dropped by the job's driver, which relaunches without it: %s",
+		 j->id, m->node, m->reason ? m->reason : "no reason given");
+	journal_job(d, j);
+}
+
+/*
+ * The driver's preflight check of node: a failure makes the node
+ * untrusted (back after a passing check); the driver has excluded it
+ * already, so the job is not touched.
+ */
+static void driver_check(struct ckptd *d, struct ckptd_job *j, const struct phx_wire_msg *m)
+{
+	struct ckptd_node *nr;
+
+	if (m->value) {
+		check_result(d, j, m);
+		return;
+	}
+	nr = node_rec(d, m->node);
+	if (!nr)
+		return;
+	nr->r.untrusted = 1;
+	nr->r.n++;
+	snprintf(nr->reason, sizeof(nr->reason), "preflight check failed: %.150s",
+		 m->reason ? m->reason : "no reason given");
+	phx_warn("job %u: node %s failed the driver's preflight check (%s); untrusted until it "
+		 "passes a check",
+		 j->id, m->node, m->reason ? m->reason : "no reason given");
+}
+
+int ckptd_recovery_driver_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
+{
+	struct ckptd_job *j = c->job;
+
+	if (!m->node || (strcmp(m->kind, "restart") && strcmp(m->kind, "check")))
+		return -1;
+	start_ledger(j);
+	if (!strcmp(m->kind, "restart"))
+		driver_restart(d, j, m);
+	else
+		driver_check(d, j, m);
+	return 0;
+}
+
 void ckptd_recovery_commit(struct ckptd *d, struct ckptd_job *j)
 {
 	(void)d;
@@ -480,7 +549,8 @@ static void on_bad_node(void *arg, const char *node)
 	struct ckptd_recovery *r = &b->j->r;
 	struct ckptd_member *mb = member(r, node, 0);
 
-	if (r->gp.phase == PHX_GP_PH_QUEUE || r->ended || (mb && mb->lost))
+	/* A node the job's driver dropped is down as expected: the job goes on. */
+	if (r->gp.phase == PHX_GP_PH_QUEUE || r->ended || (mb && mb->lost) || excluded(r, node))
 		return;
 	if (mb)
 		mb->lost = 1;
