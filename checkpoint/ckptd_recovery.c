@@ -416,19 +416,19 @@ int ckptd_recovery_event(struct ckptd *d, struct ckptd_conn *c, const struct phx
 
 /*
  * The job's driver relaunches it in its allocation without node: the
- * node's silence and its DOWN state in Slurm are the driver's to handle,
- * not a loss that requeues the job.
+ * silence of the step's agents until the new step's register, and the
+ * node's DOWN state in Slurm, are the driver's to handle, not a loss that
+ * requeues the job.
  */
 static void driver_restart(struct ckptd *d, struct ckptd_job *j, const struct phx_wire_msg *m)
 {
-	struct ckptd_member *mb = member(&j->r, m->node, 0);
-
-	if (mb)
-		mb->lost = 1;
 	exclude_add(&j->r, m->node);
+	if (j->r.gp.phase == PHX_GP_PH_RUN)
+		phx_gp_fault(&j->r.gp, ckptd_wall(), 0);
 	j->r.restarts++;
 	d->rm.restarts++;
-	j->r.phase_step = UINT64_MAX;
+	/* Every agent of the step goes with it: members are the next step's. */
+	new_run(&j->r);
 	phx_info("job %u: node %s dropped by the job's driver, which relaunches without it: %s",
 		 j->id, m->node, m->reason ? m->reason : "no reason given");
 	journal_job(d, j);

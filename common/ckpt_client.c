@@ -17,6 +17,7 @@
 #include <netinet/tcp.h>
 
 #include "common/ckpt_client.h"
+#include "common/conf.h"
 #include "common/ckpt_wire.h"
 #include "common/log.h"
 
@@ -51,6 +52,17 @@ struct phx_ckpt_client {
 	uint64_t rng;
 	uint64_t heartbeat_ms; /* asked for by the daemon; 0 = not said */
 };
+
+const char *phx_ckptd_address(const struct phx_conf *conf)
+{
+	const char *l = conf->ckptd.listen;
+
+	if (conf->ckptd.address && conf->ckptd.address[0])
+		return conf->ckptd.address;
+	if (!l || !l[0] || !strncmp(l, "0.0.0.0:", 8) || !strncmp(l, "[::]:", 5))
+		return "";
+	return l;
+}
 
 static int64_t now_ms(void)
 {

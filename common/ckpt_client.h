@@ -22,6 +22,11 @@
 #include "common/ckpt_manifest.h"
 
 struct phx_ckpt_client;
+struct phx_conf;
+
+/* Where launchers find phalanx-ckptd: ckptd.address, else ckptd.listen
+ * unless it is the wildcard; "" when none is configured. */
+const char *phx_ckptd_address(const struct phx_conf *conf);
 
 struct phx_ckpt_client_conf {
 	const char *address; /* HOST:PORT of phalanx-ckptd */
