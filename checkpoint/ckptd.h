@@ -73,6 +73,7 @@ struct ckptd_job {
 	size_t ngens, capgens;
 	struct ckptd_conn **agents;
 	size_t nagents, capagents;
+	unsigned drivers; /* connected drivers: they relaunch the job, not a requeue */
 	double stall_avg_s; /* moving average of save stalls */
 	uint64_t saves, failures;
 	struct {

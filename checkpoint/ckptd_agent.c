@@ -75,6 +75,7 @@ static void on_auth(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire
 			return;
 		}
 		c->job = j;
+		j->drivers++;
 		phx_info("job %u: its driver on %s connected", j->id, c->node);
 	}
 	o = phx_wire_new(PHX_MSG_WELCOME);

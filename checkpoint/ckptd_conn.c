@@ -332,6 +332,7 @@ static void detach(struct ckptd *d, struct ckptd_conn *c)
 	if (!j)
 		return;
 	if (c->order.role == PHX_ROLE_DRIVER) {
+		j->drivers--;
 		c->job = NULL;
 		ckptd_job_drop_if_empty(d, j);
 		return;

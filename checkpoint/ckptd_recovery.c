@@ -237,6 +237,12 @@ static void fault(struct ckptd *d, struct ckptd_job *j, const char *node, enum p
 	phx_recovery_decide(&d->rc, &r->rec, nr ? &nr->r : NULL, node, f, sig, ckptd_wall(), &dec);
 	if (f == PHX_FAULT_STRAGGLER)
 		return;
+	/* A driver relaunches the job on its spares, or requeues it itself. */
+	if (dec.requeue && j->drivers) {
+		dec.requeue = 0;
+		phx_info("job %u: not requeued: its driver relaunches it%s%s", j->id,
+			 node ? " without " : "", node ? node : "");
+	}
 	snprintf(r->reason, sizeof(r->reason), "%s", dec.reason);
 	if (r->gp.phase == PHX_GP_PH_RUN) {
 		phx_gp_fault(&r->gp, ckptd_wall(), detect_s);
