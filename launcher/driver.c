@@ -117,16 +117,17 @@ static void drain_node(const char *node, const char *reason)
 /*
  * The one place a node is found bad: it is excluded for the rest of the
  * job, drained when asked to, logged, and reported to phalanx-ckptd: a
- * failed check as such, any other cause as a restart without the node,
- * told before the relaunch so the daemon does not requeue the job for
- * the node's silence.
+ * failed check (failed_check: what it measured) as such, any other cause
+ * as a restart without the node, told before the relaunch so the daemon
+ * does not requeue the job for the node's silence.
  */
-static void node_bad(struct driver *dr, struct step *s, size_t i, const char *reason, bool check)
+static void node_bad(struct driver *dr, struct step *s, size_t i, const char *reason,
+		     const char *failed_check)
 {
 	if (dr->st.bad[i])
 		return;
-	phx_drv_daemon_report(dr->daemon, check ? "check" : "restart", dr->alloc.names[i], 0,
-			      reason);
+	phx_drv_daemon_report(dr->daemon, failed_check ? "check" : "restart", dr->alloc.names[i], 0,
+			      failed_check ? failed_check : reason);
 	dr->st.bad[i] = true;
 	if (s)
 		s->new_bad++;
@@ -182,7 +183,7 @@ static bool check_nodes(struct driver *dr, struct step *s)
 		why = bad_state(n->node_state, &stop);
 		if (!why)
 			continue;
-		node_bad(dr, s, (size_t)i, why, false);
+		node_bad(dr, s, (size_t)i, why, NULL);
 		for (size_t j = 0; s && stop && j < s->n; j++)
 			stop_step |= s->idx[j] == (size_t)i;
 	}
@@ -421,7 +422,7 @@ static void srun_report(struct driver *dr, struct step *s)
 	i = alloc_index(dr, s->vanished);
 	if (i >= 0)
 		node_bad(dr, s, (size_t)i, "srun reported its agent killed or the node failed",
-			 false);
+			 NULL);
 }
 
 /* Until srun exits: its output, signals, node states. */
@@ -546,7 +547,7 @@ static size_t apply_verdicts(struct driver *dr, const size_t *idx, size_t n,
 		switch (v[k].state) {
 		case PHX_CHECK_FAILED:
 			snprintf(why, sizeof(why), "preflight check failed: %s", v[k].reason);
-			node_bad(dr, NULL, i, why, true);
+			node_bad(dr, NULL, i, why, v[k].reason);
 			failed++;
 			break;
 		case PHX_CHECK_SLOW:
