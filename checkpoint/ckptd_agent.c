@@ -252,7 +252,7 @@ static void on_query(struct ckptd *d, struct ckptd_conn *c, const struct phx_wir
 	}
 	len = (size_t)snprintf(frame + 4, cap - 4,
 			       "{\"type\":\"manifest\",\"v\":%d,\"gen\":%llu,\"manifest\":%s}",
-			       PHX_WIRE_VERSION, (unsigned long long)e->gen, e->text);
+			       PHX_WIRE_VERSION_SEND, (unsigned long long)e->gen, e->text);
 	frame[0] = (char)(len >> 24);
 	frame[1] = (char)(len >> 16);
 	frame[2] = (char)(len >> 8);

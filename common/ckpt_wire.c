@@ -764,7 +764,9 @@ char *phx_wire_frame(struct json_object *obj, size_t *len)
 
 	if (!obj)
 		return NULL;
-	json_object_object_add(obj, "v", json_object_new_int(PHX_WIRE_VERSION));
+	/* The oldest version that has the message, so that older peers read it. */
+	if (!json_object_object_get_ex(obj, "v", NULL))
+		json_object_object_add(obj, "v", json_object_new_int(PHX_WIRE_VERSION_SEND));
 	text = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
 							   JSON_C_TO_STRING_NOSLASHESCAPE);
 	n = text ? strlen(text) : 0;
@@ -839,6 +841,7 @@ struct json_object *phx_wire_hello_driver(uint32_t job, uint32_t uid, const char
 	struct json_object *o = phx_wire_hello_agent(job, uid, node);
 
 	json_object_object_add(o, "role", json_object_new_string("driver"));
+	json_object_object_add(o, "v", json_object_new_int(3));
 	return o;
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The phalanx-ckptd protocol. A frame is a 4-byte big-endian length and
- * that many bytes of one JSON object holding "v" (PHX_WIRE_VERSION) and
+ * that many bytes of one JSON object holding "v" (at most PHX_WIRE_VERSION) and
  * "type". Frames above PHX_WIRE_MAX_FRAME, malformed objects, unknown
  * keys and messages out of order close the connection with a reason.
  *
@@ -66,6 +66,9 @@
 
 #define PHX_WIRE_VERSION 3 /* 2: heartbeat, goodput, the recovery events; 3: drivers */
 #define PHX_WIRE_VERSION_MIN 1 /* version 1 peers are still understood */
+/* What a message carries unless it needs more (a driver's hello: 3), so a
+ * version 2 daemon or agent still reads this build's messages. */
+#define PHX_WIRE_VERSION_SEND 2
 #define PHX_WIRE_MAX_FRAME (32u << 20) /* a 16k-rank manifest fits with room */
 #define PHX_WIRE_NONCE_HEX 64
 #define PHX_WIRE_MAC_HEX 64
@@ -175,7 +178,8 @@ static inline size_t phx_wire_writer_pending(const struct phx_wire_writer *w)
 	return w->len - w->off;
 }
 
-/* Encodes obj (with "v") into a malloc'd frame; takes the reference. NULL on failure. */
+/* Encodes obj (with "v", PHX_WIRE_VERSION_SEND unless set) into a malloc'd
+ * frame; takes the reference. NULL on failure. */
 char *phx_wire_frame(struct json_object *obj, size_t *len);
 
 /* Message builders: a new object with "type" set; "v" is added at framing. */

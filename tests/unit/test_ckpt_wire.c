@@ -369,10 +369,18 @@ static void test_driver_role(void **state)
 	assert_int_equal(phx_wire_decode(frame + 4, len - 4, PHX_SIDE_DAEMON, &m, err, sizeof(err)),
 			 0);
 	assert_int_equal(m.role, PHX_ROLE_DRIVER);
-	assert_int_equal(m.version, PHX_WIRE_VERSION);
+	assert_int_equal(m.version, 3);
 	assert_int_equal(m.job, 7);
 	assert_int_equal(m.uid, 1000);
 	assert_string_equal(m.node, "head");
+	phx_wire_msg_free(&m);
+	free(frame);
+	/* Other messages carry version 2, which a version 2 peer reads. */
+	frame = phx_wire_frame(phx_wire_hello_agent(7, 1000, "n1"), &len);
+	assert_non_null(frame);
+	assert_int_equal(phx_wire_decode(frame + 4, len - 4, PHX_SIDE_DAEMON, &m, err, sizeof(err)),
+			 0);
+	assert_int_equal(m.version, PHX_WIRE_VERSION_SEND);
 	phx_wire_msg_free(&m);
 	free(frame);
 	/* Old agents still speak version 1. */
