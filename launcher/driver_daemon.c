@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -115,6 +116,7 @@ void phx_drv_daemon_report(struct phx_drv_daemon *dd, const char *kind, const ch
 			   uint64_t value, const char *reason)
 {
 	char why[PHX_WIRE_REASON_MAX + 1];
+	bool was_away;
 
 	if (!dd)
 		return;
@@ -124,10 +126,12 @@ void phx_drv_daemon_report(struct phx_drv_daemon *dd, const char *kind, const ch
 		phx_warn("cannot queue the %s report of node %s for phalanx-ckptd", kind, node);
 		return;
 	}
-	/* While the daemon is away one wait is enough: the rest queue at once. */
-	pump(dd, dd->away && !phx_ckpt_client_ready(dd->client) ? 0 : PHX_DRV_DAEMON_WAIT_MS);
+	/* While the daemon is away one full wait is enough: later reports only
+	 * give the client a moment to reconnect, and queue. */
+	was_away = dd->away && !phx_ckpt_client_ready(dd->client);
+	pump(dd, was_away ? PHX_DRV_DAEMON_AWAY_MS : PHX_DRV_DAEMON_WAIT_MS);
 	dd->away = !phx_ckpt_client_ready(dd->client);
-	if (!phx_ckpt_client_idle(dd->client))
+	if (!was_away && !phx_ckpt_client_idle(dd->client))
 		phx_warn("phalanx-ckptd at %s did not take the %s report of node %s within %d ms; "
 			 "it stays queued and the driver goes on",
 			 dd->address, kind, node, PHX_DRV_DAEMON_WAIT_MS);

@@ -16,8 +16,9 @@ struct phx_drv_daemon;
 struct phx_drv_daemon *phx_drv_daemon_open(const struct phx_conf *conf, uint32_t job);
 /*
  * Sends report kind ("restart" or "check") about node, waiting at most
- * PHX_DRV_DAEMON_WAIT_MS for it to be written; a report not written by
- * then stays queued and goes with the next one.
+ * PHX_DRV_DAEMON_WAIT_MS for it to be written (PHX_DRV_DAEMON_AWAY_MS
+ * once a wait found the daemon away); a report not written by then stays
+ * queued and goes on reconnection.
  */
 void phx_drv_daemon_report(struct phx_drv_daemon *dd, const char *kind, const char *node,
 			   uint64_t value, const char *reason);
@@ -25,5 +26,6 @@ void phx_drv_daemon_report(struct phx_drv_daemon *dd, const char *kind, const ch
 void phx_drv_daemon_close(struct phx_drv_daemon *dd);
 
 #define PHX_DRV_DAEMON_WAIT_MS 1000
+#define PHX_DRV_DAEMON_AWAY_MS 50 /* after a wait that found the daemon away */
 
 #endif
