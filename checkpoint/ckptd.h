@@ -73,6 +73,7 @@ struct ckptd_job {
 	size_t ngens, capgens;
 	struct ckptd_conn **agents;
 	size_t nagents, capagents;
+	unsigned drivers; /* connected drivers: they relaunch the job, not a requeue */
 	double stall_avg_s; /* moving average of save stalls */
 	uint64_t saves, failures;
 	struct {
@@ -168,7 +169,7 @@ struct ckptd_conn {
 	uint32_t job_id, uid;
 	char node[PHX_MANIFEST_NODE_MAX + 1];
 	char peer[64]; /* address or uid, for log lines */
-	struct ckptd_job *job; /* after register */
+	struct ckptd_job *job; /* after register; a driver's after auth, not attached */
 	uid_t peer_uid; /* admin: SO_PEERCRED */
 	int authed, out_armed, dead;
 	double since; /* accepted at */
@@ -251,6 +252,9 @@ void ckptd_recovery_registered(struct ckptd *d, struct ckptd_conn *c);
 void ckptd_recovery_heartbeat(struct ckptd *d, struct ckptd_conn *c, uint64_t step);
 /* A recovery event (kind of protocol version 2, or save); 1 if it was one. */
 int ckptd_recovery_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m);
+/* A driver's report ("restart" or "check", naming a node): 0, or -1 when not one. */
+int ckptd_recovery_driver_event(struct ckptd *d, struct ckptd_conn *c,
+				const struct phx_wire_msg *m);
 void ckptd_recovery_commit(struct ckptd *d, struct ckptd_job *j);
 /* Four times a second: lost agents, Slurm polls, pending requeue fixes. */
 void ckptd_recovery_tick(struct ckptd *d);

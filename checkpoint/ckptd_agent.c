@@ -67,6 +67,17 @@ static void on_auth(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire
 		return;
 	}
 	c->authed = 1;
+	if (c->order.role == PHX_ROLE_DRIVER) {
+		/* Not an agent: never in the job's agents, its broadcasts or shape. */
+		j = ckptd_job_get(d, c->job_id, c->uid);
+		if (!j) {
+			ckptd_conn_fail(d, c, "out of memory");
+			return;
+		}
+		c->job = j;
+		j->drivers++;
+		phx_info("job %u: its driver on %s connected", j->id, c->node);
+	}
 	o = phx_wire_new(PHX_MSG_WELCOME);
 	json_object_object_add(o, "committed", json_object_new_uint64(j ? j->commit.committed : 0));
 	json_object_object_add(o, "step", json_object_new_uint64(j ? j->commit.committed_step : 0));
@@ -241,7 +252,7 @@ static void on_query(struct ckptd *d, struct ckptd_conn *c, const struct phx_wir
 	}
 	len = (size_t)snprintf(frame + 4, cap - 4,
 			       "{\"type\":\"manifest\",\"v\":%d,\"gen\":%llu,\"manifest\":%s}",
-			       PHX_WIRE_VERSION, (unsigned long long)e->gen, e->text);
+			       PHX_WIRE_VERSION_SEND, (unsigned long long)e->gen, e->text);
 	frame[0] = (char)(len >> 24);
 	frame[1] = (char)(len >> 16);
 	frame[2] = (char)(len >> 8);
@@ -289,8 +300,20 @@ static void on_interval(struct ckptd *d, struct ckptd_conn *c)
 	ckptd_send(d, c, o);
 }
 
+static void on_driver_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
+{
+	if (ckptd_recovery_driver_event(d, c, m) < 0)
+		ckptd_refuse(d, c,
+			     "event %s: a driver sends \"restart\" and \"check\" naming a node",
+			     m->kind);
+}
+
 void ckptd_agent_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg *m)
 {
+	if (c->order.role == PHX_ROLE_DRIVER && m->type == PHX_MSG_EVENT) {
+		on_driver_event(d, c, m);
+		return;
+	}
 	switch (m->type) {
 	case PHX_MSG_HELLO:
 		on_hello(d, c, m);

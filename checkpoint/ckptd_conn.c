@@ -331,6 +331,12 @@ static void detach(struct ckptd *d, struct ckptd_conn *c)
 
 	if (!j)
 		return;
+	if (c->order.role == PHX_ROLE_DRIVER) {
+		j->drivers--;
+		c->job = NULL;
+		ckptd_job_drop_if_empty(d, j);
+		return;
+	}
 	for (size_t i = 0; i < j->nagents; i++)
 		if (j->agents[i] == c) {
 			j->agents[i] = j->agents[--j->nagents];

@@ -129,6 +129,16 @@ static void exclude_add(struct ckptd_recovery *r, const char *node)
 	snprintf(r->exclude + n, sizeof(r->exclude) - n, "%s%s", n ? "," : "", node);
 }
 
+static int excluded(const struct ckptd_recovery *r, const char *node)
+{
+	size_t k = strlen(node);
+
+	for (const char *p = r->exclude; (p = strstr(p, node)); p += k)
+		if ((p == r->exclude || p[-1] == ',') && (p[k] == ',' || !p[k]))
+			return 1;
+	return 0;
+}
+
 static void drain(struct ckptd *d, const char *node, const char *reason, int lost)
 {
 	struct ckptd_node *nr = node_rec(d, node);
@@ -227,6 +237,12 @@ static void fault(struct ckptd *d, struct ckptd_job *j, const char *node, enum p
 	phx_recovery_decide(&d->rc, &r->rec, nr ? &nr->r : NULL, node, f, sig, ckptd_wall(), &dec);
 	if (f == PHX_FAULT_STRAGGLER)
 		return;
+	/* A driver relaunches the job on its spares, or requeues it itself. */
+	if (dec.requeue && j->drivers) {
+		dec.requeue = 0;
+		phx_info("job %u: not requeued: its driver relaunches it%s%s", j->id,
+			 node ? " without " : "", node ? node : "");
+	}
 	snprintf(r->reason, sizeof(r->reason), "%s", dec.reason);
 	if (r->gp.phase == PHX_GP_PH_RUN) {
 		phx_gp_fault(&r->gp, ckptd_wall(), detect_s);
@@ -404,6 +420,65 @@ int ckptd_recovery_event(struct ckptd *d, struct ckptd_conn *c, const struct phx
 	return 1;
 }
 
+/*
+ * The job's driver relaunches it in its allocation without node: the
+ * silence of the step's agents until the new step's register, and the
+ * node's DOWN state in Slurm, are the driver's to handle, not a loss that
+ * requeues the job.
+ */
+static void driver_restart(struct ckptd *d, struct ckptd_job *j, const struct phx_wire_msg *m)
+{
+	exclude_add(&j->r, m->node);
+	if (j->r.gp.phase == PHX_GP_PH_RUN)
+		phx_gp_fault(&j->r.gp, ckptd_wall(), 0);
+	j->r.restarts++;
+	d->rm.restarts++;
+	/* Every agent of the step goes with it: members are the next step's. */
+	new_run(&j->r);
+	phx_info("job %u: node %s dropped by the job's driver, which relaunches without it: %s",
+		 j->id, m->node, m->reason ? m->reason : "no reason given");
+	journal_job(d, j);
+}
+
+/*
+ * The driver's preflight check of node: a failure makes the node
+ * untrusted (back after a passing check); the driver has excluded it
+ * already, so the job is not touched.
+ */
+static void driver_check(struct ckptd *d, struct ckptd_job *j, const struct phx_wire_msg *m)
+{
+	struct ckptd_node *nr;
+
+	if (m->value) {
+		check_result(d, j, m);
+		return;
+	}
+	nr = node_rec(d, m->node);
+	if (!nr)
+		return;
+	nr->r.untrusted = 1;
+	nr->r.n++;
+	snprintf(nr->reason, sizeof(nr->reason), "preflight check failed: %.150s",
+		 m->reason ? m->reason : "no reason given");
+	phx_warn("job %u: node %s failed the driver's preflight check (%s); untrusted until it "
+		 "passes a check",
+		 j->id, m->node, m->reason ? m->reason : "no reason given");
+}
+
+int ckptd_recovery_driver_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
+{
+	struct ckptd_job *j = c->job;
+
+	if (!m->node || (strcmp(m->kind, "restart") && strcmp(m->kind, "check")))
+		return -1;
+	start_ledger(j);
+	if (!strcmp(m->kind, "restart"))
+		driver_restart(d, j, m);
+	else
+		driver_check(d, j, m);
+	return 0;
+}
+
 void ckptd_recovery_commit(struct ckptd *d, struct ckptd_job *j)
 {
 	(void)d;
@@ -480,7 +555,8 @@ static void on_bad_node(void *arg, const char *node)
 	struct ckptd_recovery *r = &b->j->r;
 	struct ckptd_member *mb = member(r, node, 0);
 
-	if (r->gp.phase == PHX_GP_PH_QUEUE || r->ended || (mb && mb->lost))
+	/* A node the job's driver dropped is down as expected: the job goes on. */
+	if (r->gp.phase == PHX_GP_PH_QUEUE || r->ended || (mb && mb->lost) || excluded(r, node))
 		return;
 	if (mb)
 		mb->lost = 1;

@@ -17,6 +17,7 @@
 #include <netinet/tcp.h>
 
 #include "common/ckpt_client.h"
+#include "common/conf.h"
 #include "common/ckpt_wire.h"
 #include "common/log.h"
 
@@ -51,6 +52,17 @@ struct phx_ckpt_client {
 	uint64_t rng;
 	uint64_t heartbeat_ms; /* asked for by the daemon; 0 = not said */
 };
+
+const char *phx_ckptd_address(const struct phx_conf *conf)
+{
+	const char *l = conf->ckptd.listen;
+
+	if (conf->ckptd.address && conf->ckptd.address[0])
+		return conf->ckptd.address;
+	if (!l || !l[0] || !strncmp(l, "0.0.0.0:", 8) || !strncmp(l, "[::]:", 5))
+		return "";
+	return l;
+}
 
 static int64_t now_ms(void)
 {
@@ -191,7 +203,8 @@ static void start_connect(struct phx_ckpt_client *c)
 	}
 	freeaddrinfo(ai);
 	phx_wire_reader_init(&c->rd, PHX_WIRE_MAX_FRAME);
-	phx_wire_order_init(&c->order, PHX_SIDE_CLIENT, PHX_ROLE_AGENT);
+	phx_wire_order_init(&c->order, PHX_SIDE_CLIENT,
+			    c->conf.driver ? PHX_ROLE_DRIVER : PHX_ROLE_AGENT);
 }
 
 static int send_obj(struct phx_ckpt_client *c, struct json_object *o)
@@ -209,7 +222,8 @@ static void connected(struct phx_ckpt_client *c)
 		return;
 	}
 	c->st = ST_HANDSHAKE;
-	send_obj(c, phx_wire_hello_agent(c->conf.job, c->conf.uid, c->node));
+	send_obj(c, c->conf.driver ? phx_wire_hello_driver(c->conf.job, c->conf.uid, c->node)
+				   : phx_wire_hello_agent(c->conf.job, c->conf.uid, c->node));
 }
 
 /* Registered: what waited is sent now, settled-or-not prepares first. */
@@ -262,6 +276,13 @@ static int on_msg(struct phx_ckpt_client *c, const struct phx_wire_msg *m)
 		json_object_object_add(o, "mac", json_object_new_string(mac));
 		return send_obj(c, o);
 	case PHX_MSG_WELCOME:
+		if (c->conf.driver) {
+			/* A driver does not register: welcomed, it is ready. */
+			ready(c);
+			if (c->ops.connected)
+				c->ops.connected(c->arg, m->committed, m->step);
+			return 0;
+		}
 		o = phx_wire_new(PHX_MSG_REGISTER);
 		json_object_object_add(o, "nodes", json_object_new_uint64(c->conf.nodes));
 		json_object_object_add(o, "ranks", json_object_new_uint64(c->conf.ranks));
@@ -388,7 +409,8 @@ struct phx_ckpt_client *phx_ckpt_client_new(const struct phx_ckpt_client_conf *c
 			 PHX_TOKEN_HEX_LEN);
 		return NULL;
 	}
-	if (!conf->job || !conf->node || !*conf->node || !conf->ranks || !conf->nodes) {
+	if (!conf->job || !conf->node || !*conf->node ||
+	    (!conf->driver && (!conf->ranks || !conf->nodes))) {
 		phx_errf(err, errlen, "checkpoint client needs a job id, a node name and counts");
 		return NULL;
 	}
@@ -467,6 +489,11 @@ int phx_ckpt_client_timeout_ms(const struct phx_ckpt_client *c)
 		return -1;
 	left = c->next_try_ms - now_ms();
 	return left < 0 ? 0 : (int)left;
+}
+
+int phx_ckpt_client_idle(const struct phx_ckpt_client *c)
+{
+	return c->st == ST_READY && !c->reports.n && !phx_wire_writer_pending(&c->wr);
 }
 
 int phx_ckpt_client_ready(const struct phx_ckpt_client *c)

@@ -22,6 +22,11 @@
 #include "common/ckpt_manifest.h"
 
 struct phx_ckpt_client;
+struct phx_conf;
+
+/* Where launchers find phalanx-ckptd: ckptd.address, else ckptd.listen
+ * unless it is the wildcard; "" when none is configured. */
+const char *phx_ckptd_address(const struct phx_conf *conf);
 
 struct phx_ckpt_client_conf {
 	const char *address; /* HOST:PORT of phalanx-ckptd */
@@ -33,6 +38,8 @@ struct phx_ckpt_client_conf {
 	const char *interval; /* "auto", "steps:N", "seconds:N"; NULL = the daemon's default */
 	size_t queue_max; /* reports kept while the daemon is away; 0 = 4096 */
 	unsigned backoff_min_ms, backoff_max_ms; /* 0 = 100 and 5000 */
+	int driver; /* the job's driver (version 3): no register, reports only;
+		     * nodes, ranks, layout and interval unused */
 };
 
 /* Notices from the daemon; any may be NULL. Called from phx_ckpt_client_handle. */
@@ -62,6 +69,8 @@ int phx_ckpt_client_timeout_ms(const struct phx_ckpt_client *c);
 void phx_ckpt_client_handle(struct phx_ckpt_client *c, short revents);
 /* 1 when authenticated and registered. */
 int phx_ckpt_client_ready(const struct phx_ckpt_client *c);
+/* 1 when ready and every report is written to the socket. */
+int phx_ckpt_client_idle(const struct phx_ckpt_client *c);
 /* Reports dropped because the queue was full while the daemon was away. */
 uint64_t phx_ckpt_client_dropped(const struct phx_ckpt_client *c);
 

@@ -155,10 +155,19 @@ static int d_hello(struct ctx *c)
 		c->m->role = PHX_ROLE_ADMIN;
 		return phx_json_only_keys(c->o, c->what, admin, c->err, c->errlen);
 	}
-	if (strcmp(role, "agent"))
+	if (!strcmp(role, "driver")) {
+		if (c->m->version < 3)
+			return phx_errf(c->err, c->errlen,
+					"hello: role \"driver\" needs protocol version 3, not %u",
+					c->m->version);
+		c->m->role = PHX_ROLE_DRIVER;
+	} else if (!strcmp(role, "agent")) {
+		c->m->role = PHX_ROLE_AGENT;
+	} else {
 		return phx_errf(c->err, c->errlen,
-				"hello: \"role\" is \"%s\", not \"agent\" or \"admin\"", role);
-	c->m->role = PHX_ROLE_AGENT;
+				"hello: \"role\" is \"%s\", not \"agent\", \"driver\" or \"admin\"",
+				role);
+	}
 	if (phx_json_only_keys(c->o, c->what, agent, c->err, c->errlen) < 0 ||
 	    job_field(c, 0) < 0 || u32(c, "uid", 0, U32 - 1, &c->m->uid, 0) < 0)
 		return -1;
@@ -494,6 +503,7 @@ int phx_wire_decode_json(const char *body, size_t len, enum phx_wire_side side,
 			 (unsigned long long)v, PHX_WIRE_VERSION_MIN, PHX_WIRE_VERSION);
 		goto fail;
 	}
+	m->version = (uint32_t)v;
 	if (phx_json_str(c.o, "message", "type", 16, 0, &type, NULL, err, errlen) < 0)
 		goto fail;
 	m->type = type_of(type);
@@ -521,11 +531,20 @@ void phx_wire_order_init(struct phx_wire_order *o, enum phx_wire_side side, enum
 	o->stage = 0;
 }
 
+static const char *role_name(enum phx_wire_role role)
+{
+	if (role == PHX_ROLE_ADMIN)
+		return "an admin";
+	return role == PHX_ROLE_DRIVER ? "a driver" : "an agent";
+}
+
 static int role_may(enum phx_wire_role role, enum phx_msg t)
 {
 	if (role == PHX_ROLE_ADMIN)
 		return t == PHX_MSG_LS || t == PHX_MSG_QUERY || t == PHX_MSG_RM ||
 		       t == PHX_MSG_STATUS || t == PHX_MSG_GOODPUT;
+	if (role == PHX_ROLE_DRIVER)
+		return t == PHX_MSG_EVENT;
 	return t == PHX_MSG_PREPARE || t == PHX_MSG_ABORT || t == PHX_MSG_QUERY ||
 	       t == PHX_MSG_EVENT || t == PHX_MSG_INTERVAL || t == PHX_MSG_HEARTBEAT;
 }
@@ -546,12 +565,13 @@ static int order_daemon(struct phx_wire_order *o, const struct phx_wire_msg *m, 
 	if (o->stage < 3) {
 		if (t != agent_first[o->stage])
 			goto early;
-		o->stage++;
+		/* A driver does not register: the agents give the job its shape. */
+		o->stage = o->role == PHX_ROLE_DRIVER && t == PHX_MSG_AUTH ? 3 : o->stage + 1;
 		return 0;
 	}
 	if (!role_may(o->role, t))
-		return phx_errf(err, errlen, "%s: not a message an %s sends, or sent twice",
-				phx_msg_name(t), o->role == PHX_ROLE_ADMIN ? "admin" : "agent");
+		return phx_errf(err, errlen, "%s: not a message %s sends, or sent twice",
+				phx_msg_name(t), role_name(o->role));
 	if (o->role == PHX_ROLE_AGENT && t == PHX_MSG_QUERY && m->has_job)
 		return phx_errf(err, errlen, "query: an agent asks about its own job only");
 	return 0;
@@ -565,7 +585,7 @@ static int order_client(struct phx_wire_order *o, const struct phx_wire_msg *m, 
 {
 	enum phx_msg t = m->type;
 	enum phx_msg want =
-		o->stage == 0 && o->role == PHX_ROLE_AGENT ? PHX_MSG_CHALLENGE : PHX_MSG_WELCOME;
+		o->stage == 0 && o->role != PHX_ROLE_ADMIN ? PHX_MSG_CHALLENGE : PHX_MSG_WELCOME;
 
 	if (t == PHX_MSG_ERROR)
 		return 0;
@@ -578,10 +598,12 @@ static int order_client(struct phx_wire_order *o, const struct phx_wire_msg *m, 
 	}
 	if (t == PHX_MSG_CHALLENGE || t == PHX_MSG_WELCOME)
 		return phx_errf(err, errlen, "%s: sent twice", phx_msg_name(t));
-	if (o->role == PHX_ROLE_AGENT && (t == PHX_MSG_LIST || t == PHX_MSG_REMOVED ||
+	if (o->role != PHX_ROLE_ADMIN && (t == PHX_MSG_LIST || t == PHX_MSG_REMOVED ||
 					  t == PHX_MSG_STATUS || t == PHX_MSG_GOODPUT))
 		return phx_errf(err, errlen, "%s: an admin reply on an agent's connection",
 				phx_msg_name(t));
+	if (o->role == PHX_ROLE_DRIVER && t != PHX_MSG_ERROR)
+		return phx_errf(err, errlen, "%s: not a reply a driver gets", phx_msg_name(t));
 	return 0;
 }
 
@@ -742,7 +764,9 @@ char *phx_wire_frame(struct json_object *obj, size_t *len)
 
 	if (!obj)
 		return NULL;
-	json_object_object_add(obj, "v", json_object_new_int(PHX_WIRE_VERSION));
+	/* The oldest version that has the message, so that older peers read it. */
+	if (!json_object_object_get_ex(obj, "v", NULL))
+		json_object_object_add(obj, "v", json_object_new_int(PHX_WIRE_VERSION_SEND));
 	text = json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
 							   JSON_C_TO_STRING_NOSLASHESCAPE);
 	n = text ? strlen(text) : 0;
@@ -809,6 +833,15 @@ struct json_object *phx_wire_hello_agent(uint32_t job, uint32_t uid, const char 
 	json_object_object_add(o, "job", json_object_new_uint64(job));
 	json_object_object_add(o, "uid", json_object_new_uint64(uid));
 	json_object_object_add(o, "node", json_object_new_string(node));
+	return o;
+}
+
+struct json_object *phx_wire_hello_driver(uint32_t job, uint32_t uid, const char *node)
+{
+	struct json_object *o = phx_wire_hello_agent(job, uid, node);
+
+	json_object_object_add(o, "role", json_object_new_string("driver"));
+	json_object_object_add(o, "v", json_object_new_int(3));
 	return o;
 }
 

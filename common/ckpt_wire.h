@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The phalanx-ckptd protocol. A frame is a 4-byte big-endian length and
- * that many bytes of one JSON object holding "v" (PHX_WIRE_VERSION) and
+ * that many bytes of one JSON object holding "v" (at most PHX_WIRE_VERSION) and
  * "type". Frames above PHX_WIRE_MAX_FRAME, malformed objects, unknown
  * keys and messages out of order close the connection with a reason.
  *
@@ -39,6 +39,14 @@
  *   manifest  {gen, [manifest]}                    gen 0 and no manifest: none committed
  *   interval  {mode, steps, seconds}               mode "steps", "seconds" or "auto"
  *   error     {reason}                             then the daemon closes the connection
+ * Driver (phalanx-launch --driver, version 3) -> daemon, in this order:
+ *   hello     {job, uid, node, role:"driver"}     node: the driver's host
+ *   auth      {mac}   as an agent's, with the same job token
+ *   event     {kind, [node], [step], [value], [reason]}  after welcome, any number:
+ *             "restart" (node = the node the job relaunches without), "check"
+ *             (node, value 1 passed, 0 failed, reason); no register: a driver
+ *             neither fixes nor changes the job's shape, and sends no heartbeats
+ * Daemon -> driver: challenge, welcome, error.
  * Admin (phalanx ckpt / phalanx status, Unix socket, peer credentials) -> daemon:
  *   hello {role:"admin"}, then: ls {[job]}, query {job, gen}, rm {job, gen}, status {},
  *   goodput {job}
@@ -56,8 +64,11 @@
 #include "common/ckpt_manifest.h"
 #include "common/token.h"
 
-#define PHX_WIRE_VERSION 2 /* 2: heartbeat, goodput, the recovery events */
+#define PHX_WIRE_VERSION 3 /* 2: heartbeat, goodput, the recovery events; 3: drivers */
 #define PHX_WIRE_VERSION_MIN 1 /* version 1 peers are still understood */
+/* What a message carries unless it needs more (a driver's hello: 3), so a
+ * version 2 daemon or agent still reads this build's messages. */
+#define PHX_WIRE_VERSION_SEND 2
 #define PHX_WIRE_MAX_FRAME (32u << 20) /* a 16k-rank manifest fits with room */
 #define PHX_WIRE_NONCE_HEX 64
 #define PHX_WIRE_MAC_HEX 64
@@ -91,7 +102,7 @@ enum phx_msg {
 	PHX_MSG_COUNT
 };
 
-enum phx_wire_role { PHX_ROLE_AGENT = 1, PHX_ROLE_ADMIN = 2 };
+enum phx_wire_role { PHX_ROLE_AGENT = 1, PHX_ROLE_ADMIN = 2, PHX_ROLE_DRIVER = 3 };
 
 /* Who reads: the daemon reads agent and admin messages, a client the daemon's. */
 enum phx_wire_side { PHX_SIDE_DAEMON, PHX_SIDE_CLIENT };
@@ -101,6 +112,7 @@ const char *phx_msg_name(enum phx_msg type);
 /* A decoded message: typed fields (those the type carries) and the JSON it came from. */
 struct phx_wire_msg {
 	enum phx_msg type;
+	uint32_t version; /* the sender's "v" */
 	struct json_object *obj; /* owns the strings below */
 	uint32_t job, uid, nodes, ranks, keep;
 	uint64_t gen, step, value, bytes, committed, keep_from, seconds, steps, heartbeat_ms;
@@ -166,20 +178,23 @@ static inline size_t phx_wire_writer_pending(const struct phx_wire_writer *w)
 	return w->len - w->off;
 }
 
-/* Encodes obj (with "v") into a malloc'd frame; takes the reference. NULL on failure. */
+/* Encodes obj (with "v", PHX_WIRE_VERSION_SEND unless set) into a malloc'd
+ * frame; takes the reference. NULL on failure. */
 char *phx_wire_frame(struct json_object *obj, size_t *len);
 
 /* Message builders: a new object with "type" set; "v" is added at framing. */
 struct json_object *phx_wire_new(enum phx_msg type);
 struct json_object *phx_wire_hello_agent(uint32_t job, uint32_t uid, const char *node);
 struct json_object *phx_wire_hello_admin(void);
+struct json_object *phx_wire_hello_driver(uint32_t job, uint32_t uid, const char *node);
 struct json_object *phx_wire_error(const char *reason);
 struct json_object *phx_wire_prepare(uint64_t gen, uint64_t step,
 				     const struct phx_manifest_shard *shards, size_t n);
 
 /*
  * Message order per connection. The daemon's view: an agent sends hello,
- * then auth, then register, then anything of its role; an admin sends
+ * then auth, then register, then anything of its role; a driver hello,
+ * auth, then events; an admin sends
  * hello, then anything of its role. A client's view: challenge (agents)
  * then welcome, then replies and notices.
  */

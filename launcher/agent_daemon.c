@@ -24,18 +24,6 @@
 #include "launcher/agent_daemon_int.h"
 #include "launcher/agent_run.h"
 
-/* ckptd.address, else ckptd.listen unless it is the wildcard; "" when none. */
-static const char *daemon_address(const struct phx_conf *conf)
-{
-	const char *l = conf->ckptd.listen;
-
-	if (conf->ckptd.address && conf->ckptd.address[0])
-		return conf->ckptd.address;
-	if (!l || !l[0] || !strncmp(l, "0.0.0.0:", 8) || !strncmp(l, "[::]:", 5))
-		return "";
-	return l;
-}
-
 static void on_connected(void *arg, uint64_t committed, uint64_t step)
 {
 	struct phx_agent *a = arg;
@@ -79,7 +67,7 @@ static void on_aborted(void *arg, uint64_t gen, const char *reason)
 
 int phx_daemon_setup(struct phx_agent *a)
 {
-	const char *addr = daemon_address(&a->conf), *token = getenv("PHALANX_JOB_TOKEN");
+	const char *addr = phx_ckptd_address(&a->conf), *token = getenv("PHALANX_JOB_TOKEN");
 	const char *job = getenv("SLURM_JOB_ID");
 	struct phx_ckpt_client_ops ops = { .connected = on_connected,
 					   .commit = on_commit,

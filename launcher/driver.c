@@ -29,6 +29,7 @@
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "common/preflight.h"
+#include "launcher/driver_daemon.h"
 #include "launcher/agent.h"
 #include "launcher/driver.h"
 
@@ -57,6 +58,7 @@ struct driver {
 	size_t *prev; /* the nodes of the last step */
 	size_t nprev;
 	node_info_msg_t *nodes; /* the last node table, for update-time caching */
+	struct phx_drv_daemon *daemon; /* NULL: no phalanx-ckptd configured */
 };
 
 /* One attempt: srun and what it said. */
@@ -114,14 +116,18 @@ static void drain_node(const char *node, const char *reason)
 
 /*
  * The one place a node is found bad: it is excluded for the rest of the
- * job, drained when asked to, and logged. This is also where the report
- * to phalanx-ckptd joins, once that daemon exists, so it can drain the
- * node with the site's rights.
+ * job, drained when asked to, logged, and reported to phalanx-ckptd: a
+ * failed check (failed_check: what it measured) as such, any other cause
+ * as a restart without the node, told before the relaunch so the daemon
+ * does not requeue the job for the node's silence.
  */
-static void node_bad(struct driver *dr, struct step *s, size_t i, const char *reason)
+static void node_bad(struct driver *dr, struct step *s, size_t i, const char *reason,
+		     const char *failed_check)
 {
 	if (dr->st.bad[i])
 		return;
+	phx_drv_daemon_report(dr->daemon, failed_check ? "check" : "restart", dr->alloc.names[i], 0,
+			      failed_check ? failed_check : reason);
 	dr->st.bad[i] = true;
 	if (s)
 		s->new_bad++;
@@ -177,7 +183,7 @@ static bool check_nodes(struct driver *dr, struct step *s)
 		why = bad_state(n->node_state, &stop);
 		if (!why)
 			continue;
-		node_bad(dr, s, (size_t)i, why);
+		node_bad(dr, s, (size_t)i, why, NULL);
 		for (size_t j = 0; s && stop && j < s->n; j++)
 			stop_step |= s->idx[j] == (size_t)i;
 	}
@@ -415,7 +421,8 @@ static void srun_report(struct driver *dr, struct step *s)
 		return;
 	i = alloc_index(dr, s->vanished);
 	if (i >= 0)
-		node_bad(dr, s, (size_t)i, "srun reported its agent killed or the node failed");
+		node_bad(dr, s, (size_t)i, "srun reported its agent killed or the node failed",
+			 NULL);
 }
 
 /* Until srun exits: its output, signals, node states. */
@@ -540,7 +547,7 @@ static size_t apply_verdicts(struct driver *dr, const size_t *idx, size_t n,
 		switch (v[k].state) {
 		case PHX_CHECK_FAILED:
 			snprintf(why, sizeof(why), "preflight check failed: %s", v[k].reason);
-			node_bad(dr, NULL, i, why);
+			node_bad(dr, NULL, i, why, v[k].reason);
 			failed++;
 			break;
 		case PHX_CHECK_SLOW:
@@ -550,10 +557,13 @@ static size_t apply_verdicts(struct driver *dr, const size_t *idx, size_t n,
 				 dr->alloc.names[i], phx_check_state_name(v[k].state), v[k].reason);
 			dr->slow[i] = true;
 			dr->trusted[i] = true;
+			phx_drv_daemon_report(dr->daemon, "check", dr->alloc.names[i], 1,
+					      v[k].reason);
 			break;
 		case PHX_CHECK_OK:
 			dr->slow[i] = false;
 			dr->trusted[i] = true;
+			phx_drv_daemon_report(dr->daemon, "check", dr->alloc.names[i], 1, NULL);
 			break;
 		}
 	}
@@ -763,6 +773,7 @@ static int setup(struct driver *dr, const struct phx_conf *conf)
 		return PHX_EXIT_SETUP;
 	}
 	dr->self[n] = '\0';
+	dr->daemon = phx_drv_daemon_open(conf, dr->job_id);
 	return 0;
 }
 
@@ -799,6 +810,7 @@ int phx_driver_main(struct phx_launch_opts *o, const struct phx_conf *conf, int 
 	}
 	if (!rc)
 		rc = run(&dr);
+	phx_drv_daemon_close(dr.daemon);
 	if (dr.sig_fd >= 0)
 		close(dr.sig_fd);
 	slurm_free_node_info_msg(dr.nodes);

@@ -71,6 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct phx_wire_reader r;
 	struct phx_wire_order o;
 	enum phx_wire_side side;
+	enum phx_wire_role role;
 	const char *b;
 	size_t len, split;
 	char err[256];
@@ -80,14 +81,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	side = data[0] & 1 ? PHX_SIDE_CLIENT : PHX_SIDE_DAEMON;
 	split = size > 1 ? (data[0] >> 1) % size : 0;
+	/* The daemon learns the role from hello; a client is an agent or a driver. */
+	role = data[0] & 0x80 ? PHX_ROLE_DRIVER : PHX_ROLE_AGENT;
 	data++, size--;
 	/* The input whole as one message body. */
-	phx_wire_order_init(&o, side, PHX_ROLE_AGENT);
+	phx_wire_order_init(&o, side, role);
 	body((const char *)data, size, side, &o);
 	differential((const char *)data, size);
 	/* And as a stream of frames arriving in two pieces. */
 	phx_wire_reader_init(&r, 1 << 16);
-	phx_wire_order_init(&o, side, PHX_ROLE_AGENT);
+	phx_wire_order_init(&o, side, role);
 	if (split > size)
 		split = size;
 	phx_wire_reader_feed(&r, data, split);

@@ -38,7 +38,8 @@ struct fake {
 	char node[64];
 	int hellos, registers, refused_auth;
 	int prepares[8]; /* count per generation */
-	int events, aborts;
+	int events, aborts, driver_hellos;
+	char last_kind[32];
 };
 
 struct seen {
@@ -69,6 +70,7 @@ static void fake_msg(struct fake *f, struct phx_wire_msg *m)
 	switch (m->type) {
 	case PHX_MSG_HELLO:
 		f->hellos++;
+		f->driver_hellos += m->role == PHX_ROLE_DRIVER;
 		f->job = m->job;
 		f->uid = m->uid;
 		snprintf(f->node, sizeof(f->node), "%s", m->node);
@@ -102,6 +104,7 @@ static void fake_msg(struct fake *f, struct phx_wire_msg *m)
 		break;
 	case PHX_MSG_EVENT:
 		f->events++;
+		snprintf(f->last_kind, sizeof(f->last_kind), "%s", m->kind);
 		break;
 	case PHX_MSG_ABORT:
 		f->aborts++;
@@ -310,6 +313,43 @@ static void test_session(void **state)
 	close(f.lfd);
 }
 
+static int got_two_events(struct fake *f, void *arg)
+{
+	return f->events == 2 && phx_ckpt_client_idle(arg);
+}
+
+/* A driver: authenticated like an agent, never registers, sends its reports. */
+static void test_driver_session(void **state)
+{
+	struct phx_ckpt_client_conf conf = { .job = 7, .uid = 1000, .node = "head", .driver = 1 };
+	char address[64], token[PHX_TOKEN_HEX_LEN + 1], err[256];
+	struct seen seen = { 0 };
+	struct phx_ckpt_client *c;
+	struct fake f;
+
+	(void)state;
+	assert_int_equal(fake_start(&f, address, sizeof(address)), 0);
+	assert_int_equal(phx_token_mint(&f.key, 7, 1000, token), 0);
+	conf.address = address;
+	conf.token = token;
+	c = phx_ckpt_client_new(&conf, &ops, &seen, err, sizeof(err));
+	assert_non_null(c);
+	assert_false(phx_ckpt_client_idle(c));
+	/* Queued until welcomed, then sent. */
+	assert_int_equal(phx_ckpt_client_report(c, "restart", "n2", 0, 0, "node lost"), 0);
+	assert_int_equal(phx_ckpt_client_report(c, "check", "n3", 0, 0, "gpu 0 slow"), 0);
+	assert_true(pump(c, &f, got_two_events, c));
+	assert_int_equal(f.driver_hellos, 1);
+	assert_int_equal(f.registers, 0);
+	assert_int_equal(f.refused_auth, 0);
+	assert_int_equal(seen.connected, 1);
+	assert_string_equal(f.last_kind, "check");
+	phx_ckpt_client_free(c);
+	if (f.fd >= 0)
+		fake_close(&f);
+	close(f.lfd);
+}
+
 static void test_wrong_token_refused(void **state)
 {
 	struct phx_ckpt_client_conf conf = { .job = 7,
@@ -364,6 +404,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_session),
+		cmocka_unit_test(test_driver_session),
 		cmocka_unit_test(test_wrong_token_refused),
 		cmocka_unit_test(test_bad_conf),
 	};

@@ -152,7 +152,7 @@ static void test_decode_refusals(void **state)
 {
 	(void)state;
 	expect_refused("{\"type\":\"hello\"}", PHX_SIDE_DAEMON, "missing \"v\"");
-	expect_refused("{\"v\":3,\"type\":\"hello\"}", PHX_SIDE_DAEMON, "protocol version 3");
+	expect_refused("{\"v\":4,\"type\":\"hello\"}", PHX_SIDE_DAEMON, "protocol version 4");
 	expect_refused("{\"v\":1,\"type\":\"bogus\"}", PHX_SIDE_DAEMON, "type \"bogus\"");
 	expect_refused("{\"v\":1,\"type\":\"commit\",\"gen\":1,\"step\":1,\"keep_from\":1}",
 		       PHX_SIDE_DAEMON, "not one phalanx-ckptd reads");
@@ -160,7 +160,13 @@ static void test_decode_refusals(void **state)
 		       "\"node\":\"n1\"}",
 		       PHX_SIDE_DAEMON, "\"job\" must be from 1");
 	expect_refused("{\"v\":1,\"type\":\"hello\",\"role\":\"root\"}", PHX_SIDE_DAEMON,
-		       "not \"agent\" or \"admin\"");
+		       "not \"agent\", \"driver\" or \"admin\"");
+	/* A version 2 peer cannot claim the driver's role. */
+	expect_refused("{\"v\":2,\"type\":\"hello\",\"role\":\"driver\",\"job\":7,\"uid\":1,"
+		       "\"node\":\"h\"}",
+		       PHX_SIDE_DAEMON, "needs protocol version 3");
+	expect_refused("{\"v\":3,\"type\":\"hello\",\"role\":\"driver\",\"job\":7}",
+		       PHX_SIDE_DAEMON, "uid");
 	expect_refused("{\"v\":1,\"type\":\"hello\",\"role\":\"admin\",\"job\":3}", PHX_SIDE_DAEMON,
 		       "unknown key \"job\"");
 	expect_refused("{\"v\":1,\"type\":\"auth\",\"mac\":\"XYZ\"}", PHX_SIDE_DAEMON,
@@ -324,6 +330,68 @@ static void test_order(void **state)
 	accept_seq(PHX_SIDE_CLIENT, PHX_ROLE_AGENT, client, 3);
 }
 
+#define DHELLO "{\"v\":3,\"type\":\"hello\",\"role\":\"driver\",\"job\":7,\"uid\":1,\"node\":\"h\"}"
+#define DAUTH "{\"v\":3,\"type\":\"auth\",\"mac\":\"" SHA_A "\"}"
+#define RESTART "{\"v\":3,\"type\":\"event\",\"kind\":\"restart\",\"node\":\"n2\",\"reason\":\"x\"}"
+#define CHECK "{\"v\":3,\"type\":\"event\",\"kind\":\"check\",\"node\":\"n3\",\"value\":0}"
+
+/* A driver authenticates, never registers, and sends events only. */
+static void test_driver_role(void **state)
+{
+	const char *good[] = { DHELLO, DAUTH, RESTART, CHECK, NULL };
+	const char *reg[] = { DHELLO, DAUTH, REG, NULL };
+	const char *noauth[] = { DHELLO, CHECK, NULL };
+	const char *hb[] = { DHELLO, DAUTH, "{\"v\":3,\"type\":\"heartbeat\"}", NULL };
+	const char *prep[] = { DHELLO, DAUTH, ABORT, NULL };
+	const char *q[] = { DHELLO, DAUTH, "{\"v\":3,\"type\":\"query\",\"gen\":0}", NULL };
+	const char *client[] = { "{\"v\":3,\"type\":\"challenge\",\"nonce\":\"" SHA_A "\"}",
+				 "{\"v\":3,\"type\":\"welcome\",\"committed\":0,\"step\":0}",
+				 "{\"v\":3,\"type\":\"error\",\"reason\":\"x\"}",
+				 "{\"v\":3,\"type\":\"commit\",\"gen\":1,\"step\":1,"
+				 "\"keep_from\":1}",
+				 NULL };
+	struct phx_wire_msg m;
+	char err[256];
+	struct json_object *o;
+	size_t len;
+	char *frame;
+
+	(void)state;
+	accept_seq(PHX_SIDE_DAEMON, 0, good, -1);
+	accept_seq(PHX_SIDE_DAEMON, 0, reg, 2);
+	accept_seq(PHX_SIDE_DAEMON, 0, noauth, 1);
+	accept_seq(PHX_SIDE_DAEMON, 0, hb, 2);
+	accept_seq(PHX_SIDE_DAEMON, 0, prep, 2);
+	accept_seq(PHX_SIDE_DAEMON, 0, q, 2);
+	accept_seq(PHX_SIDE_CLIENT, PHX_ROLE_DRIVER, client, 3);
+	/* The builder's hello decodes as a driver's, with its fields. */
+	o = phx_wire_hello_driver(7, 1000, "head");
+	frame = phx_wire_frame(o, &len);
+	assert_non_null(frame);
+	assert_int_equal(phx_wire_decode(frame + 4, len - 4, PHX_SIDE_DAEMON, &m, err, sizeof(err)),
+			 0);
+	assert_int_equal(m.role, PHX_ROLE_DRIVER);
+	assert_int_equal(m.version, 3);
+	assert_int_equal(m.job, 7);
+	assert_int_equal(m.uid, 1000);
+	assert_string_equal(m.node, "head");
+	phx_wire_msg_free(&m);
+	free(frame);
+	/* Other messages carry version 2, which a version 2 peer reads. */
+	frame = phx_wire_frame(phx_wire_hello_agent(7, 1000, "n1"), &len);
+	assert_non_null(frame);
+	assert_int_equal(phx_wire_decode(frame + 4, len - 4, PHX_SIDE_DAEMON, &m, err, sizeof(err)),
+			 0);
+	assert_int_equal(m.version, PHX_WIRE_VERSION_SEND);
+	phx_wire_msg_free(&m);
+	free(frame);
+	/* Old agents still speak version 1. */
+	assert_int_equal(decode(HELLO, PHX_SIDE_DAEMON, &m, err, sizeof(err)), 0);
+	assert_int_equal(m.role, PHX_ROLE_AGENT);
+	assert_int_equal(m.version, 1);
+	phx_wire_msg_free(&m);
+}
+
 static void test_auth(void **state)
 {
 	struct phx_key key, other;
@@ -401,6 +469,7 @@ int main(void)
 		cmocka_unit_test(test_decode_fields),
 		cmocka_unit_test(test_recovery_messages),
 		cmocka_unit_test(test_order),
+		cmocka_unit_test(test_driver_role),
 		cmocka_unit_test(test_auth),
 		cmocka_unit_test(test_writer_socket),
 	};

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The driver's reports to phalanx-ckptd: which node the job relaunches
+ * without ("restart"), and preflight results ("check"). Without a daemon
+ * configured every call does nothing.
+ */
+#ifndef PHX_DRIVER_DAEMON_H
+#define PHX_DRIVER_DAEMON_H
+
+#include <stdint.h>
+
+struct phx_conf;
+struct phx_drv_daemon;
+
+/* NULL when no daemon is configured or the job lacks its token (said once). */
+struct phx_drv_daemon *phx_drv_daemon_open(const struct phx_conf *conf, uint32_t job);
+/*
+ * Sends report kind ("restart" or "check") about node, waiting at most
+ * PHX_DRV_DAEMON_WAIT_MS for it to be written (PHX_DRV_DAEMON_AWAY_MS
+ * once a wait found the daemon away); a report not written by then stays
+ * queued and goes on reconnection.
+ */
+void phx_drv_daemon_report(struct phx_drv_daemon *dd, const char *kind, const char *node,
+			   uint64_t value, const char *reason);
+/* Gives queued reports one last bounded wait, then closes. */
+void phx_drv_daemon_close(struct phx_drv_daemon *dd);
+
+#define PHX_DRV_DAEMON_WAIT_MS 1000
+#define PHX_DRV_DAEMON_AWAY_MS 50 /* after a wait that found the daemon away */
+
+#endif

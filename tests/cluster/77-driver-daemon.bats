@@ -1,0 +1,182 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+#
+# phalanx-launch in driver mode reporting to phalanx-ckptd (daemon on the
+# host side of the lab, acting in Slurm): a node killed mid-run is
+# reported as dropped by the job's driver before the relaunch on the
+# spare, and a node the daemon finds silent first is left to the driver:
+# the daemon does not requeue a job whose driver is connected; the
+# driver's recorded preflight results reach the daemon as check reports.
+#
+# lab-nodes: 5
+
+load lib
+
+setup_file()
+{
+	require_lab
+	lab_has_plugin || skip "the lab was brought up with --no-plugin (no job tokens)"
+	LAUNCH=$PHX_BUILD_DIR/launcher/phalanx-launch
+	[ -x "$LAUNCH" ] || {
+		echo "phalanx: cluster tests: $LAUNCH is not built; run make" >&2
+		return 1
+	}
+	[ "$(sinfo -h -N -o %N | sort -u | wc -l)" -ge 5 ] || {
+		echo "phalanx: cluster tests: 77-driver-daemon.bats needs a lab of 5 nodes;" \
+		     "run it through tests/cluster/run (it reads '# lab-nodes: 5')" >&2
+		return 1
+	}
+	/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || {
+		echo "phalanx: cluster tests: PyTorch is missing; apt-get install python3-torch" >&2
+		return 1
+	}
+	export LAUNCH
+	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
+	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
+	# node2 failed its memory test, node4 is slow (GEMM), the others are fine.
+	export RESULTS=$BATS_TEST_DIRNAME/../data/check/lab-driver.json
+	export JOB_NAME=phx-driver-daemon
+	export LAB_DIR=$(dirname "$(dirname "$SLURM_CONF")")
+	export LAB_CMD=${LAB_CMD:-$BATS_TEST_DIRNAME/lab}
+	export CKPTD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/phx-driver-daemon.XXXXXX")
+	chmod 0755 "$CKPTD_DIR"
+	export CKPTD_ADDR=10.77.${PHX_LAB_ID:-0}.1:$((17704 + 10 * ${PHX_LAB_ID:-0}))
+	export CKPTD_METRICS=127.0.0.1:$((17705 + 10 * ${PHX_LAB_ID:-0}))
+	export PHX=$PHX_BUILD_DIR/launcher/phalanx
+	export SOCK=$CKPTD_DIR/ckptd.sock
+	# act: true: a node declared lost would be set DOWN and the job
+	# requeued, which is what the driver's report must prevent.
+	cat >"$CKPTD_DIR/daemon.yaml" <<-YAML
+		recovery:
+		  heartbeat_ms: 250
+		  lost_after_ms: 2000
+		  slurm_poll: 1
+		  act: true
+	YAML
+	cp "$(dirname "$SLURM_CONF")/phalanx.yaml" "$CKPTD_DIR/phalanx.yaml"
+	cat >>"$CKPTD_DIR/phalanx.yaml" <<-YAML
+		ckptd:
+		  address: "$CKPTD_ADDR"
+	YAML
+	"$PHX_BUILD_DIR/checkpoint/phalanx-ckptd" -c "$CKPTD_DIR/daemon.yaml" \
+		--listen "$CKPTD_ADDR" --socket "$SOCK" --state-dir "$CKPTD_DIR/state" \
+		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" \
+		>>"$CKPTD_DIR/daemon.log" 2>&1 &
+	echo $! >"$CKPTD_DIR/pid"
+	wait_for 10 test -S "$SOCK"
+}
+
+# A killed node comes back for the next test; no job is left behind.
+teardown()
+{
+	scancel --name="$JOB_NAME" 2>/dev/null || true
+	for n in $(sinfo -h -N -o %N | sort -u); do
+		if node_not_responding "$n" || node_down "$n"; then
+			"$LAB_CMD" restart-node "$n" >/dev/null 2>&1 || true
+		fi
+		case $(node_state "$n") in
+		drain*) scontrol update nodename="$n" state=resume || true ;;
+		esac
+	done
+	wait_for 30 all_idle || true
+}
+
+teardown_file()
+{
+	local pid
+
+	scancel --name="$JOB_NAME" 2>/dev/null
+	pid=$(cat "$CKPTD_DIR/pid" 2>/dev/null) && kill "$pid" 2>/dev/null
+	[ -f "$CKPTD_DIR/daemon.log" ] && sed 's/^/# daemon: /' "$CKPTD_DIR/daemon.log" >&3
+	[ -n "${CKPTD_DIR:-}" ] && rm -rf "$CKPTD_DIR"
+}
+
+all_idle()
+{
+	[ -z "$(sinfo -h -N -o %T | grep -vx idle)" ]
+}
+
+# submit NODES [phalanx-launch options] -- COMMAND: a batch job whose
+# script is the driver, with the daemon's configuration; sets JOB and OUT.
+submit()
+{
+	local n=$1 script=$BATS_TEST_TMPDIR/job.sh
+	shift
+	OUT=$BATS_TEST_TMPDIR/job.out
+	{
+		echo '#!/bin/bash'
+		echo 'export GLOO_SOCKET_IFNAME=eth0'
+		printf '%q ' "$LAUNCH" --config "$CKPTD_DIR/phalanx.yaml" "$@"
+		echo
+		echo 'rc=$?; echo "driver exit $rc"; exit $rc'
+	} >"$script"
+	JOB=$(sbatch --parsable --no-kill --open-mode=append -J "$JOB_NAME" -N"$n" -o "$OUT" \
+		"$script")
+	[ -n "$JOB" ]
+}
+
+has()
+{
+	grep -qs -- "$1" "$OUT"
+}
+
+daemon_has()
+{
+	grep -qs -- "$1" "$CKPTD_DIR/daemon.log"
+}
+
+step_nodes()
+{
+	grep '^phalanx: starting the step on' "$OUT" | sed -n "${1}p" |
+		sed 's/.* node(s) \([^ ]*\) .*/\1/'
+}
+
+show_out()
+{
+	echo "--- job $JOB output:"
+	cat "$OUT"
+	scontrol show job "$JOB" 2>/dev/null || true
+	echo "--- daemon log:"
+	cat "$CKPTD_DIR/daemon.log"
+}
+
+@test "a node killed under the driver: reported as dropped, relaunched on the spare, never requeued by the daemon" {
+	mkdir -p "$BATS_TEST_TMPDIR/ckpt"
+	submit 5 --spares 1 --nproc-per-node 2 -- /usr/bin/python3 "$TRAIN" --steps 150 \
+		--ckpt-every 10 --step-sleep 0.05 --ckpt-dir "$BATS_TEST_TMPDIR/ckpt"
+	wait_for 120 has 'step 20/150'
+	[ "$(step_nodes 1)" = 'node[1-4]' ]
+	# The agents heartbeat: the daemon would notice node3's silence.
+	wait_for 30 daemon_has "job $JOB: its driver on"
+	"$LAB_CMD" kill-node node3 >/dev/null
+	wait_for 240 job_finished "$JOB"
+	show_out
+	[ "$(job_state "$JOB")" = COMPLETED ]
+	[ "$(job_field "$JOB" Restarts)" = 0 ]
+	has 'node node3 is bad'
+	[ "$(step_nodes 2)" = 'node[1-2,4-5]' ]
+	has '^phalanx: the job finished (1 relaunch(es))'
+	has '^driver exit 0$'
+	daemon_has "job $JOB: node node3 dropped by the job's driver, which relaunches without it"
+	# The daemon may see node3's silence first: it leaves the job to the driver.
+	if daemon_has "job $JOB: node node3 lost"; then
+		daemon_has "job $JOB: not requeued: its driver relaunches it without node3"
+	fi
+	! daemon_has "job $JOB: node node[1245] lost"
+	! daemon_has "job $JOB: requeued"
+}
+
+@test "recorded preflight under the driver: the failed node's check report reaches the daemon" {
+	submit 5 --spares 1 --nproc-per-node 1 --preflight-results "$RESULTS" -- /bin/true
+	wait_for 240 job_finished "$JOB"
+	show_out
+	[ "$(job_state "$JOB")" = COMPLETED ]
+	[ "$(step_nodes 1)" = 'node[1,3-5]' ]
+	daemon_has "job $JOB: node node2 failed the driver's preflight check (GPU 0: 3 words of a 1024 MiB memory test read back wrong"
+	# phalanx status lists it untrusted, with the measured reason.
+	run "$PHX" status --socket "$SOCK"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q 'node2.*preflight check failed: GPU 0: 3 words'
+	! echo "$output" | grep -q 'node[345].*preflight check failed'
+}
