@@ -160,7 +160,7 @@ show_out()
 	[ "$(job_field "$JOB" Restarts)" = 0 ]
 }
 
-@test "preemption through the driver: the batch script's USR1 reaches the workers, the job is requeued, exit 75" {
+@test "preemption through the driver: the batch script's USR1 reaches the workers, the job is requeued" {
 	submit 4 --nproc-per-node 2 --preempt-grace 20 -- /usr/bin/python3 "$PROBE" --mode beat \
 		--duration 300 --step-sleep 0.1
 	# Each worker ignores USR1 once it printed its pid (the agents forward the signal).
@@ -175,7 +175,8 @@ show_out()
 	has 'preempted: the workers of all 4 nodes were asked to save and have stopped; exiting with 75'
 	has "requeueing job $JOB: the agents were preempted and their workers stopped"
 	has "^phalanx: job $JOB requeued"
-	has '^driver exit 75$'
+	# Slurm's requeue ends the batch script (KillWait), so its last line,
+	# the driver's status, may not be written: Slurm's record tells.
 	# Requeued, not relaunched within the allocation.
 	[ "$(sed -n "1,/job $JOB requeued/p" "$OUT" | grep -c '^phalanx: starting the step on')" -eq 1 ]
 }
