@@ -147,8 +147,9 @@ def train_phalanx(args, rank, world, model, ddp, opt, true_w, extra):
             state = {"model": model.state_dict(), "opt": opt.state_dict(), "step": done,
                      "extra": extra}
             h = hashlib.sha256() if args.log_digest else None
-            pp.save(phx, done, state, digest=h)
-            if h:
+            if not pp.save(phx, done, state, digest=h):
+                log(rank, f"save of step {done} skipped: the agent is still persisting")
+            elif h:
                 log(rank, f"saved step {done} sha256 {h.hexdigest()}")
             elif rank == 0:
                 log(rank, f"step {done}/{args.steps} loss {loss.item():.4f} (saved)")

@@ -23,6 +23,8 @@ import warnings
 
 import torch
 
+from . import EBUSY, PhalanxError
+
 MAGIC = b"PHXSTATE"
 VERSION = 1
 HEAD = struct.Struct("<8sIIQ")
@@ -88,9 +90,16 @@ def save(phx, step, state, digest=None):
     """Saves state (nested dicts/lists of tensors and plain values) as step.
 
     digest: a hashlib object updated with the shard's bytes before the commit.
+    True once saved; False when the agent is still persisting earlier saves
+    into every buffer (EBUSY): this step is skipped, train on and save later.
     """
     head, data_off, tensors, total = encode_index(state)
-    view = phx.begin(step, total)
+    try:
+        view = phx.begin(step, total)
+    except PhalanxError as e:
+        if e.status == EBUSY:
+            return False
+        raise
     try:
         view[:len(head)] = head
         dst = torch.frombuffer(view, dtype=torch.uint8) if total else None
@@ -106,6 +115,7 @@ def save(phx, step, state, digest=None):
     finally:
         view.release()
     phx.commit()
+    return True
 
 
 def _build(node, data, data_off, copy):
