@@ -91,10 +91,9 @@ def main():
         start = state["step"]
         log(rank, f"resumed from checkpoint at step {start} "
                   f"(restart {env('SLURM_RESTART_COUNT', default='0')})")
-    gen = torch.Generator().manual_seed(1000 + rank)
     loss = torch.tensor(0.0)
     for step in range(start, args.steps):
-        x = torch.randn(64, 32, generator=gen)
+        x = batch(rank, step)
         y = x @ true_w
         opt.zero_grad()
         loss = nn.functional.mse_loss(ddp(x), y)
@@ -110,6 +109,13 @@ def main():
             if rank == 0:
                 log(rank, f"step {done}/{args.steps} loss {loss.item():.4f} (checkpoint)")
     return finish(args, rank, world, model, loss)
+
+
+def batch(rank, step):
+    # A step's data depends on (rank, step) only: a run resumed from a
+    # checkpoint replays exactly what an uninterrupted run trains on.
+    gen = torch.Generator().manual_seed(1000 + rank + 7919 * step)
+    return torch.randn(64, 32, generator=gen)
 
 
 def train_phalanx(args, rank, world, model, ddp, opt, true_w, extra):
@@ -130,10 +136,9 @@ def train_phalanx(args, rank, world, model, ddp, opt, true_w, extra):
         extra.copy_(state["extra"])
         start = state["step"]
         log(rank, f"resumed from generation {gen_step} at step {start}")
-    gen = torch.Generator().manual_seed(1000 + rank + 7919 * start)
     loss = torch.tensor(0.0)
     for step in range(start, args.steps):
-        x = torch.randn(64, 32, generator=gen)
+        x = batch(rank, step)
         y = x @ true_w
         opt.zero_grad()
         loss = nn.functional.mse_loss(ddp(x), y)
