@@ -9,6 +9,7 @@
 # lab-nodes: 5
 
 load lib
+load driver_jobs
 
 setup_file()
 {
@@ -37,43 +38,17 @@ setup_file()
 # A killed node comes back for the next test; no job is left behind.
 teardown()
 {
-	scancel --name="$JOB_NAME" 2>/dev/null || true
-	for n in $(sinfo -h -N -o %N | sort -u); do
-		if node_not_responding "$n" || node_down "$n"; then
-			"$LAB_CMD" restart-node "$n" >/dev/null 2>&1 || true
-		fi
-		case $(node_state "$n") in
-		drain*) scontrol update nodename="$n" state=resume || true ;;
-		esac
-	done
-	wait_for 30 all_idle || true
-}
-
-all_idle()
-{
-	[ -z "$(sinfo -h -N -o %T | grep -vx idle)" ]
+	reset_nodes
 }
 
 # submit NODES [phalanx-launch options] -- COMMAND: a batch job whose
 # script is the driver and ends with its status; sets JOB and OUT.
-# --no-kill: a node failure must not end the job, the driver handles it.
-# SBATCH_EXTRA: more sbatch options.
 submit()
 {
 	local n=$1 script=$BATS_TEST_TMPDIR/job.sh
 	shift
-	OUT=$BATS_TEST_TMPDIR/job.out
-	{
-		echo '#!/bin/bash'
-		echo 'export GLOO_SOCKET_IFNAME=eth0'
-		printf '%q ' "$LAUNCH" "$@"
-		echo
-		echo 'rc=$?; echo "driver exit $rc"; exit $rc'
-	} >"$script"
-	# shellcheck disable=SC2086
-	JOB=$(sbatch --parsable --no-kill --open-mode=append -J "$JOB_NAME" -N"$n" -o "$OUT" \
-		${SBATCH_EXTRA:-} "$script")
-	[ -n "$JOB" ]
+	driver_script "$@" >"$script"
+	sbatch_driver "$n" "$script"
 }
 
 train()
@@ -81,30 +56,6 @@ train()
 	mkdir -p "$BATS_TEST_TMPDIR/ckpt"
 	echo /usr/bin/python3 "$TRAIN" --steps 150 --ckpt-every 10 --step-sleep 0.05 \
 		--ckpt-dir "$BATS_TEST_TMPDIR/ckpt"
-}
-
-has()
-{
-	grep -qs -- "$1" "$OUT"
-}
-
-# The node list of the driver's Nth "starting the step" line.
-step_nodes()
-{
-	grep '^phalanx: starting the step on' "$OUT" | sed -n "${1}p" |
-		sed 's/.* node(s) \([^ ]*\) .*/\1/'
-}
-
-restarts_are()
-{
-	[ "$(job_field "$JOB" Restarts)" = "$1" ]
-}
-
-show_out()
-{
-	echo "--- job $JOB output:"
-	cat "$OUT"
-	scontrol show job "$JOB" 2>/dev/null || true
 }
 
 @test "a node killed mid-run: the driver relaunches on the spare and the job completes" {
@@ -119,7 +70,7 @@ show_out()
 	t1=$(date +%s.%N)
 	echo "# node kill to relaunched workers running: $(echo "$t1 - $t0" | bc) s" >&3
 	wait_for 180 job_finished "$JOB"
-	show_out
+	show_job
 	[ "$(job_state "$JOB")" = COMPLETED ]
 	has 'node node3 is bad'
 	# Same world size on the spare; node3 is out.
@@ -130,19 +81,6 @@ show_out()
 	grep -q '^\[rank 0\] .*finished 150 steps.*replicas identical: True' "$OUT"
 	has '^phalanx: the job finished (1 relaunch(es))'
 	has '^driver exit 0$'
-}
-
-# The PID of the agent running in node $1's namespace.
-agent_pid()
-{
-	local p
-	for p in $(ip netns pids "$(lab_netns "$1")"); do
-		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "phalanx-launch --agent"; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
 }
 
 # no_proc_in I PATTERN: no process of node I has PATTERN in its command line.
@@ -165,7 +103,7 @@ no_proc_in()
 	[ -n "$pid" ]
 	kill -9 "$pid"
 	wait_for 180 job_finished "$JOB"
-	show_out
+	show_job
 	[ "$(job_state "$JOB")" = COMPLETED ]
 	# srun's report, not Slurm's node state: node2 itself stays up.
 	has 'srun: error: node2: task 1: Killed'
@@ -180,19 +118,13 @@ no_proc_in()
 	has '^driver exit 0$'
 }
 
-# procs_in_are I PATTERN N: N processes of node I have a command line matching PATTERN.
-procs_in_are()
-{
-	[ "$(ip netns pids "$(lab_netns "$1")" | xargs -r ps -o args= -p | grep -c -- "$2")" -eq "$3" ]
-}
-
 @test "the workers of a killed agent die with it, also when the step's kill misses them" {
 	# Workers that wait in no collective; a sleep of its own to find them by.
 	submit 5 --spares 1 --nproc-per-node 2 --max-relaunches 0 -- /bin/sleep 613
 	wait_for 60 procs_in_are 2 '^/bin/sleep 613$' 2
 	kill -9 "$(agent_pid 2)"
 	wait_for 60 job_finished "$JOB"
-	show_out
+	show_job
 	has 'node node2 is bad (srun reported its agent killed'
 	has 'stopping: 0 relaunch(es) made, --max-relaunches 0'
 	wait_for 30 no_proc_in 2 'sleep 613'
@@ -202,7 +134,7 @@ procs_in_are()
 	submit 4 --nproc-per-node 2 --max-restarts 0 --same-failure-limit 2 -- \
 		/usr/bin/python3 "$PROBE" --mode raise --rank 3
 	wait_for 300 job_finished "$JOB"
-	show_out
+	show_job
 	# Two attempts, then the reason, and no third one.
 	[ "$(grep -c '^phalanx: starting the step on' "$OUT")" -eq 2 ]
 	[ "$(grep -c '^phalanx: result 1 workers-failed rank=3 ' "$OUT")" -eq 2 ]
@@ -225,7 +157,7 @@ excludes()
 	"$LAB_CMD" kill-node node2 >/dev/null
 	wait_for 60 restarts_are 1
 	wait_for 30 has 'requeueing job [0-9]*: only 3 healthy node(s) left of 4'
-	show_out
+	show_job
 	has 'node node2 is bad'
 	has 'requeueing job [0-9]*: only 3 healthy node(s) left of 4, 4 needed, and no --elastic'
 	# Slurm's requeue ends the batch script (KillWait), so its last line may
@@ -241,7 +173,7 @@ excludes()
 	"$LAB_CMD" kill-node node3 >/dev/null
 	wait_for 60 has '^driver exit'
 	wait_for 60 restarts_are 1
-	show_out
+	show_job
 	has 'Slurm refused to requeue job [0-9]*: .*; exiting with 75'
 	has '^driver exit 75$'
 	[ "$(job_field "$JOB" ExitCode)" = 75:0 ]
@@ -254,7 +186,7 @@ excludes()
 	wait_for 120 has 'step 20/150'
 	"$LAB_CMD" kill-node node4 >/dev/null
 	wait_for 180 job_finished "$JOB"
-	show_out
+	show_job
 	[ "$(job_state "$JOB")" = COMPLETED ]
 	has 'node node4 is bad'
 	[ "$(step_nodes 2)" = 'node[1-3]' ]

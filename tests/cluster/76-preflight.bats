@@ -11,6 +11,7 @@
 # lab-nodes: 5
 
 load lib
+load driver_jobs
 
 setup_file()
 {
@@ -40,18 +41,7 @@ setup_file()
 
 teardown()
 {
-	scancel --name="$JOB_NAME" 2>/dev/null || true
-	for n in $(sinfo -h -N -o %N | sort -u); do
-		case $(node_state "$n") in
-		drain*) scontrol update nodename="$n" state=resume || true ;;
-		esac
-	done
-	wait_for 30 all_idle || true
-}
-
-all_idle()
-{
-	[ -z "$(sinfo -h -N -o %T | grep -vx idle)" ]
+	reset_nodes
 }
 
 # submit NODES [phalanx-launch options] -- COMMAND: a batch job whose script
@@ -62,7 +52,6 @@ submit()
 {
 	local n=$1 script=$BATS_TEST_TMPDIR/job.sh
 	shift
-	OUT=$BATS_TEST_TMPDIR/job.out
 	{
 		echo '#!/bin/bash'
 		echo 'export GLOO_SOCKET_IFNAME=eth0'
@@ -76,38 +65,12 @@ submit()
 		echo 'while [ $got = 1 ] && [ $rc -gt 128 ]; do got=0; wait $pid; rc=$?; done'
 		echo 'echo "driver exit $rc"; exit $rc'
 	} >"$script"
-	# shellcheck disable=SC2086
-	JOB=$(sbatch --parsable --no-kill --open-mode=append -J "$JOB_NAME" -N"$n" -o "$OUT" \
-		${SBATCH_EXTRA:-} "$script")
-	[ -n "$JOB" ]
+	sbatch_driver "$n" "$script"
 }
 
 pids_are()
 {
 	[ "$(grep -c '^\[rank [0-7]\] pid ' "$OUT")" -eq "$1" ]
-}
-
-has()
-{
-	grep -qs -- "$1" "$OUT"
-}
-
-step_nodes()
-{
-	grep '^phalanx: starting the step on' "$OUT" | sed -n "${1}p" |
-		sed 's/.* node(s) \([^ ]*\) .*/\1/'
-}
-
-restarts_are()
-{
-	[ "$(job_field "$JOB" Restarts)" = "$1" ]
-}
-
-show_out()
-{
-	echo "--- job $JOB output:"
-	cat "$OUT"
-	scontrol show job "$JOB" 2>/dev/null || true
 }
 
 @test "recorded preflight: the failed node is replaced by the spare and drained, the slow one goes to placement" {
@@ -116,7 +79,7 @@ show_out()
 		-- /usr/bin/python3 "$TRAIN" --steps 30 --step-sleep 0.02 \
 		--ckpt-dir "$BATS_TEST_TMPDIR/ckpt"
 	wait_for 240 job_finished "$JOB"
-	show_out
+	show_job
 	[ "$(job_state "$JOB")" = COMPLETED ]
 	has "^phalanx: preflight: checking 5 node(s) from $RESULTS"
 	has '^phalanx: warning: node node2 is bad (preflight check failed: GPU 0: 3 words of a 1024 MiB memory test read back wrong)'
@@ -138,7 +101,7 @@ show_out()
 @test "recorded preflight without a spare: too few good nodes requeue the job without the failed one" {
 	submit 4 --nproc-per-node 1 --preflight-results "$RESULTS" -- /bin/true
 	wait_for 60 restarts_are 1
-	show_out
+	show_job
 	has 'node node2 is bad (preflight check failed'
 	has 'requeueing job [0-9]*: only 3 healthy node(s) left of 4, 4 needed, and no --elastic'
 	# No step before the requeue (the requeued job may have started since).
@@ -149,7 +112,7 @@ show_out()
 @test "live preflight on nodes without a usable GPU: each node fails with the reason, nothing runs" {
 	submit 3 --preflight --nproc-per-node 1 -- /bin/true
 	wait_for 240 job_finished "$JOB"
-	show_out
+	show_job
 	for n in node1 node2 node3; do
 		has "^phalanx: warning: node $n is bad (preflight check failed: no usable GPU: "
 	done
@@ -169,7 +132,7 @@ show_out()
 	# As sbatch --signal=B:USR1@T does: the batch step only, not the agents' step.
 	scancel --batch --signal=USR1 "$JOB"
 	wait_for 60 restarts_are 1
-	show_out
+	show_job
 	has "job $JOB is being preempted (signal 10)"
 	[ "$(grep -c '^\[rank [0-7]\] saved rank [0-7] step [0-9]*$' "$OUT")" -eq 8 ]
 	has 'preempted: the workers of all 4 nodes were asked to save and have stopped; exiting with 75'
@@ -181,24 +144,6 @@ show_out()
 	[ "$(sed -n "1,/job $JOB requeued/p" "$OUT" | grep -c '^phalanx: starting the step on')" -eq 1 ]
 }
 
-# The PID of the agent running in node $1's namespace.
-agent_pid()
-{
-	local p
-	for p in $(ip netns pids "$(lab_netns "$1")"); do
-		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "phalanx-launch --agent"; then
-			echo "$p"
-			return 0
-		fi
-	done
-	return 1
-}
-
-procs_in_are()
-{
-	[ "$(ip netns pids "$(lab_netns "$1")" | xargs -r ps -o args= -p | grep -c -- "$2")" -eq "$3" ]
-}
-
 @test "a spare brought in by a relaunch is checked again before the step" {
 	submit 5 --spares 2 --nproc-per-node 1 --preflight-results "$RESULTS" -- /bin/sleep 617
 	wait_for 60 procs_in_are 3 '^/bin/sleep 617$' 1
@@ -206,7 +151,7 @@ procs_in_are()
 	wait_for 60 has 'relaunching'
 	wait_for 60 procs_in_are 5 '^/bin/sleep 617$' 1
 	scancel --name="$JOB_NAME"
-	show_out
+	show_job
 	[ "$(step_nodes 1)" = 'node[1,3-4]' ]
 	has 'node node3 is bad (srun reported its agent killed'
 	# The first check covered node5 too; it is checked again before it joins.

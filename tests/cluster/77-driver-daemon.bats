@@ -11,6 +11,7 @@
 # lab-nodes: 5
 
 load lib
+load driver_jobs
 
 setup_file()
 {
@@ -69,16 +70,7 @@ setup_file()
 # A killed node comes back for the next test; no job is left behind.
 teardown()
 {
-	scancel --name="$JOB_NAME" 2>/dev/null || true
-	for n in $(sinfo -h -N -o %N | sort -u); do
-		if node_not_responding "$n" || node_down "$n"; then
-			"$LAB_CMD" restart-node "$n" >/dev/null 2>&1 || true
-		fi
-		case $(node_state "$n") in
-		drain*) scontrol update nodename="$n" state=resume || true ;;
-		esac
-	done
-	wait_for 30 all_idle || true
+	reset_nodes
 }
 
 teardown_file()
@@ -91,33 +83,14 @@ teardown_file()
 	[ -n "${CKPTD_DIR:-}" ] && rm -rf "$CKPTD_DIR"
 }
 
-all_idle()
-{
-	[ -z "$(sinfo -h -N -o %T | grep -vx idle)" ]
-}
-
 # submit NODES [phalanx-launch options] -- COMMAND: a batch job whose
 # script is the driver, with the daemon's configuration; sets JOB and OUT.
 submit()
 {
 	local n=$1 script=$BATS_TEST_TMPDIR/job.sh
 	shift
-	OUT=$BATS_TEST_TMPDIR/job.out
-	{
-		echo '#!/bin/bash'
-		echo 'export GLOO_SOCKET_IFNAME=eth0'
-		printf '%q ' "$LAUNCH" --config "$CKPTD_DIR/phalanx.yaml" "$@"
-		echo
-		echo 'rc=$?; echo "driver exit $rc"; exit $rc'
-	} >"$script"
-	JOB=$(sbatch --parsable --no-kill --open-mode=append -J "$JOB_NAME" -N"$n" -o "$OUT" \
-		"$script")
-	[ -n "$JOB" ]
-}
-
-has()
-{
-	grep -qs -- "$1" "$OUT"
+	driver_script --config "$CKPTD_DIR/phalanx.yaml" "$@" >"$script"
+	sbatch_driver "$n" "$script"
 }
 
 daemon_has()
@@ -125,17 +98,9 @@ daemon_has()
 	grep -qs -- "$1" "$CKPTD_DIR/daemon.log"
 }
 
-step_nodes()
-{
-	grep '^phalanx: starting the step on' "$OUT" | sed -n "${1}p" |
-		sed 's/.* node(s) \([^ ]*\) .*/\1/'
-}
-
 show_out()
 {
-	echo "--- job $JOB output:"
-	cat "$OUT"
-	scontrol show job "$JOB" 2>/dev/null || true
+	show_job
 	echo "--- daemon log:"
 	cat "$CKPTD_DIR/daemon.log"
 }

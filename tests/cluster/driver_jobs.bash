@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# Helpers for the tests of phalanx-launch's driver mode: batch jobs whose
+# script runs the driver, their output, and putting the lab's nodes back.
+# The test file sets JOB_NAME, LAUNCH and LAB_CMD; submit helpers set JOB
+# and OUT.
+
+all_idle()
+{
+	[ -z "$(sinfo -h -N -o %T | grep -vx idle)" ]
+}
+
+# Cancels the tests' jobs, brings back dead nodes, resumes drained ones.
+reset_nodes()
+{
+	scancel --name="$JOB_NAME" 2>/dev/null || true
+	for n in $(sinfo -h -N -o %N | sort -u); do
+		if node_not_responding "$n" || node_down "$n"; then
+			"${LAB_CMD:-$BATS_TEST_DIRNAME/lab}" restart-node "$n" >/dev/null 2>&1 || true
+		fi
+		case $(node_state "$n") in
+		drain*) scontrol update nodename="$n" state=resume || true ;;
+		esac
+	done
+	wait_for 30 all_idle || true
+}
+
+# driver_script [phalanx-launch arguments]: the plain batch script, the
+# driver ending it with its status, on stdout.
+driver_script()
+{
+	echo '#!/bin/bash'
+	echo 'export GLOO_SOCKET_IFNAME=eth0'
+	printf '%q ' "$LAUNCH" "$@"
+	echo
+	echo 'rc=$?; echo "driver exit $rc"; exit $rc'
+}
+
+# sbatch_driver NODES SCRIPT: submits it; sets JOB and OUT. --no-kill: a
+# node failure must not end the job, the driver handles it. SBATCH_EXTRA:
+# more sbatch options.
+sbatch_driver()
+{
+	OUT=$BATS_TEST_TMPDIR/job.out
+	# shellcheck disable=SC2086
+	JOB=$(sbatch --parsable --no-kill --open-mode=append -J "$JOB_NAME" -N"$1" -o "$OUT" \
+		${SBATCH_EXTRA:-} "$2")
+	[ -n "$JOB" ]
+}
+
+has()
+{
+	grep -qs -- "$1" "$OUT"
+}
+
+# The node list of the driver's Nth "starting the step" line.
+step_nodes()
+{
+	grep '^phalanx: starting the step on' "$OUT" | sed -n "${1}p" |
+		sed 's/.* node(s) \([^ ]*\) .*/\1/'
+}
+
+restarts_are()
+{
+	[ "$(job_field "$JOB" Restarts)" = "$1" ]
+}
+
+show_job()
+{
+	echo "--- job $JOB output:"
+	cat "$OUT"
+	scontrol show job "$JOB" 2>/dev/null || true
+}
+
+# The PID of the agent running in node $1's namespace.
+agent_pid()
+{
+	local p
+	for p in $(ip netns pids "$(lab_netns "$1")"); do
+		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "phalanx-launch --agent"; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# procs_in_are I PATTERN N: N processes of node I have a command line matching PATTERN.
+procs_in_are()
+{
+	[ "$(ip netns pids "$(lab_netns "$1")" | xargs -r ps -o args= -p | grep -c -- "$2")" -eq "$3" ]
+}
