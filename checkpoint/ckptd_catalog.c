@@ -204,11 +204,31 @@ int ckptd_job_register(struct ckptd *d, struct ckptd_job *j, uint32_t nodes, uin
 	return 0;
 }
 
+static void entry_fill(struct ckptd_entry *e, const struct phx_manifest *m, char *text)
+{
+	e->gen = m->generation;
+	e->step = m->step;
+	e->created = m->created;
+	e->bytes = phx_manifest_bytes(m);
+	e->world = m->world;
+	e->text = text;
+	e->len = strlen(text);
+}
+
 /* Adds a committed generation; the oldest beyond keep leave the catalog. */
 static int entry_add(struct ckptd *d, struct ckptd_job *j, const struct phx_manifest *m, char *text)
 {
-	struct ckptd_entry *e;
+	struct ckptd_entry *e = NULL;
 
+	/* A generation journaled twice (a replay after a cut compaction): the later record wins. */
+	for (size_t i = 0; i < j->ngens; i++)
+		if (j->gens[i].gen == m->generation)
+			e = &j->gens[i];
+	if (e) {
+		entry_free(e);
+		entry_fill(e, m, text);
+		return 0;
+	}
 	if (j->ngens == j->capgens) {
 		size_t cap = j->capgens ? 2 * j->capgens : 4;
 		struct ckptd_entry *v = realloc(j->gens, cap * sizeof(*v));
@@ -219,13 +239,7 @@ static int entry_add(struct ckptd *d, struct ckptd_job *j, const struct phx_mani
 		j->capgens = cap;
 	}
 	e = &j->gens[j->ngens++];
-	e->gen = m->generation;
-	e->step = m->step;
-	e->created = m->created;
-	e->bytes = phx_manifest_bytes(m);
-	e->world = m->world;
-	e->text = text;
-	e->len = strlen(text);
+	entry_fill(e, m, text);
 	/* Kept in ascending order; a replayed older commit slides into place. */
 	for (size_t i = j->ngens - 1; i > 0 && j->gens[i - 1].gen > j->gens[i].gen; i--) {
 		struct ckptd_entry t = j->gens[i];

@@ -9,6 +9,7 @@
  *                  [--job-nodes M --first-node I] [--ranks-per-node R] [--gens G]
  *                  [--first-gen S] [--prepare-nodes K] [--no-wait] [--abort-gen X]
  *                  [--shard-dir DIR] [--stats] [--daemon-pid PID]
+ *                  [--hold-after G --hold-file PATH]
  *   ckpt_sim query --address A (--key FILE | --token HEX) --job J --uid U
  *                  [--job-nodes M] [--ranks-per-node R] [--gen G]
  *   ckpt_sim train --address A (--key FILE | --token HEX) --job J --uid U
@@ -82,6 +83,8 @@ struct sim {
 	const char *node_name; /* train: this node's name */
 	const char *report, *report_node;
 	uint64_t report_at, report_value, save_every;
+	uint64_t hold_after; /* run: after this generation, wait for hold_file */
+	const char *hold_file;
 	uint32_t report_times;
 	double seconds;
 	uint64_t prep_step; /* train: the step a prepare names */
@@ -477,6 +480,9 @@ static int run(struct sim *s)
 			printf("aborted %llu\n", (unsigned long long)g);
 		}
 		fflush(stdout);
+		/* Lets a test act (kill the daemon) at a known generation. */
+		while (g == s->hold_after && s->hold_file && access(s->hold_file, F_OK) < 0)
+			pump(s, 20);
 	}
 	if (s->daemon_pid) {
 		double cpu = daemon_cpu(s->daemon_pid) - cpu0, wall = now() - wall0;
@@ -631,6 +637,8 @@ int main(int argc, char **argv)
 		{ "report-times", required_argument, NULL, 'X' },
 		{ "report-node", required_argument, NULL, 'o' },
 		{ "report-value", required_argument, NULL, 'v' },
+		{ "hold-after", required_argument, NULL, 'H' },
+		{ "hold-file", required_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sim s = { .job = 1,
@@ -729,6 +737,12 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			s.report_value = strtoull(optarg, NULL, 10);
+			break;
+		case 'H':
+			s.hold_after = strtoull(optarg, NULL, 10);
+			break;
+		case 'h':
+			s.hold_file = optarg;
 			break;
 		default:
 			fprintf(stderr, "ckpt_sim: bad option\n");

@@ -77,6 +77,12 @@ sim()
 		"$SIM" "$CKPTD_ADDR" "$@"
 }
 
+# Every one of the four nodes' agents printed generation GEN committed.
+all_committed()
+{
+	[ "$(grep -c "^committed $1 " "$2")" -eq 4 ]
+}
+
 ckpt()
 {
 	"$PHX" ckpt "$@" --socket "$CKPTD_DIR/ckptd.sock"
@@ -194,10 +200,14 @@ ckpt()
 }
 
 @test "agents ride through a daemon restart: nothing aborts, every generation commits" {
-	sim "$JOB_A" 4 --first-gen 10 --gens 300 >"$CKPTD_DIR/ride.out" 2>"$CKPTD_DIR/ride.err" &
+	# The agents hold after generation 30 until the daemon is gone, so the
+	# restart lands in the middle of their run however fast they are.
+	sim "$JOB_A" 4 --first-gen 10 --gens 300 --hold-after 30 --hold-file "$CKPTD_DIR/killed" \
+		>"$CKPTD_DIR/ride.out" 2>"$CKPTD_DIR/ride.err" &
 	local agents=$! rc=0
-	wait_for 60 grep -q '^committed 30 ' "$CKPTD_DIR/ride.out"
+	wait_for 60 all_committed 30 "$CKPTD_DIR/ride.out"
 	kill -9 "$(cat "$CKPTD_DIR/pid")"
+	touch "$CKPTD_DIR/killed"
 	start_daemon
 	wait "$agents" || rc=$?
 	cat "$CKPTD_DIR/ride.err"
