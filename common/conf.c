@@ -164,6 +164,8 @@ static const struct conf_key keys[] = {
 	  0, "shard checksum: xxh3-128 (fast) or sha256" },
 	{ "checkpoint.digest_threads", K_INT, OFF(checkpoint.digest_threads), 0, 256, NULL, "0", 0,
 	  "threads that checksum one shard; 0 = one per CPU" },
+	{ "checkpoint.partner", K_BOOL, OFF(checkpoint.partner), 0, 0, NULL, "true", 0,
+	  "copy each shard saved to checkpoint.local_dir to a partner node" },
 	{ "launcher.hang_timeout", K_INT, OFF(launcher.hang_timeout_s), 10, 86400, NULL, "600", 0,
 	  "seconds without a heartbeat before ranks count as hung" },
 	{ "launcher.max_restarts", K_INT, OFF(launcher.max_restarts), 0, 1000, NULL, "3", 0,

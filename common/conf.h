@@ -75,6 +75,7 @@ struct phx_conf {
 		int shared_every;
 		int digest_algo; /* enum phx_digest_algo: 0 xxh3-128, 1 sha256 */
 		int digest_threads; /* 0 = one per CPU */
+		bool partner; /* copy local-tier shards to a partner node */
 	} checkpoint;
 	struct {
 		bool act; /* drain, requeue and stop through Slurm */

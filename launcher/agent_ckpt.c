@@ -365,7 +365,10 @@ static int do_restore(struct phx_ckpt *c, struct ck_slot *s, struct phx_ckpt_msg
 	m->step = (uint64_t)b->step;
 	m->bytes = b->len;
 	m->buf_id = b->id;
-	if (s->loaded >= 0)
+	if (s->loaded == CK_FROM_PARTNER)
+		phx_info("rank %lu: restoring generation %ld (%zu bytes, from its partner copy)",
+			 s->rank, b->step, b->len);
+	else if (s->loaded >= 0)
 		phx_info("rank %lu: restoring generation %ld (%zu bytes, read from the %s tier at "
 			 "start)",
 			 s->rank, b->step, b->len,
@@ -989,7 +992,7 @@ int phx_ckpt_setup(struct phx_agent *a)
 			  c->sock_dir[0] ? c->sock_dir : "TMPDIR", strerror(errno));
 		return PHX_EXIT_SETUP;
 	}
-	if (agree_restore(a, c, &restored) < 0)
+	if (ck_partner_setup(a, c) < 0 || agree_restore(a, c, &restored) < 0)
 		return PHX_EXIT_PMIX;
 	c->restored = restored;
 	for (int t = 0; t < PHX_TIER_COUNT && restored >= 0; t++) {
@@ -1020,6 +1023,7 @@ void phx_ckpt_fini(struct phx_agent *a)
 	if (!c)
 		return;
 	ck_io_stop(c);
+	ck_partner_fini(c);
 	for (int i = 0; i < NPENDING; i++) {
 		if (c->pending[i] >= 0)
 			close(c->pending[i]);

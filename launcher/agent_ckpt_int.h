@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/ckpt_partner_server.h"
 #include "common/digest.h"
 #include "launcher/agent_ckpt.h"
 
@@ -30,6 +31,9 @@ struct ck_buf {
 	uint8_t digest[PHX_DIGEST_MAX];
 };
 
+/* ck_slot.loaded when the shard came from a partner's copy, not a tier. */
+#define CK_FROM_PARTNER PHX_TIER_COUNT
+
 struct ck_slot {
 	int conn; /* the worker's connection, -1 */
 	unsigned long rank;
@@ -37,7 +41,7 @@ struct ck_slot {
 	int filling; /* index, -1 */
 	int committed; /* index of the buffer of the committed generation, -1 */
 	bool pinned; /* committed buffer handed out for a restore, until the next commit */
-	int loaded; /* tier the committed buffer was read from at start, -1: saved here */
+	int loaded; /* tier (or CK_FROM_PARTNER) the committed buffer came from at start, -1 */
 };
 
 struct ck_gen {
@@ -78,6 +82,19 @@ struct ck_job {
 	char *manifest; /* NULL: another agent writes it; only collect */
 };
 
+/* Partner copies (agent_ckpt_partner*.c); NULL in struct phx_ckpt when off. */
+struct ck_partner {
+	struct phx_partner_server srv; /* receives and keeps the peer's copies */
+	bool serving;
+	uint8_t secret[PHX_PARTNER_SECRET_BYTES];
+	char dir[4096];
+	/* The node that keeps this node's shards; fd and failing: writer thread only. */
+	char peer_host[256], peer_addr[64];
+	unsigned peer_port; /* 0: none */
+	int fd;
+	bool failing; /* the last send failed: log the next success */
+};
+
 struct phx_ckpt {
 	/* configuration */
 	unsigned nproc;
@@ -116,6 +133,7 @@ struct phx_ckpt {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct ck_job *todo, **todo_tail, *done;
+	struct ck_partner *partner;
 };
 
 /* agent_ckpt_io.c */
@@ -128,6 +146,24 @@ void ck_gen_dir(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, char 
 /* The JSON manifest of generation g in tier t (malloc'd), or NULL (logged). */
 char *ck_manifest_build(const struct phx_ckpt *c, const struct ck_gen *g, enum phx_ckpt_tier t,
 			char *const *hosts);
+
+int ck_mkdir_p(const char *path);
+
+/*
+ * agent_ckpt_partner.c: starts this node's partner server, announces the
+ * copies it keeps, sends them where they are needed now and waits for the
+ * ones this node needs. Every agent calls it (a gather); 0 or -1.
+ */
+struct phx_agent;
+int ck_partner_setup(struct phx_agent *a, struct phx_ckpt *c);
+/* agent_ckpt_partner_copy.c */
+void ck_partner_fini(struct phx_ckpt *c);
+/* Writer thread: the shard of a persist job, digested, to this node's partner. */
+void ck_partner_send(struct phx_ckpt *c, const struct ck_job *j);
+/* Adds to steps[n..cap) the steps <= max of copies this node received for its ranks. */
+size_t ck_partner_steps(const struct phx_ckpt *c, long max, long *steps, size_t n, size_t cap);
+/* rank's shard of step from a received copy into b: 0, or -1 when none. */
+int ck_partner_load(struct phx_ckpt *c, unsigned long rank, long step, struct ck_buf *b);
 
 /* agent_ckpt_restore.c: the newest generation <= max whose local shards verify. */
 long ck_restore_find(struct phx_ckpt *c, long max);

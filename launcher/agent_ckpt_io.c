@@ -34,7 +34,7 @@ void ck_gen_dir(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, char 
 	snprintf(buf, len, "%s/%s", c->dir[t], name);
 }
 
-static int mkdir_p(const char *path)
+int ck_mkdir_p(const char *path)
 {
 	char tmp[4096];
 
@@ -156,7 +156,7 @@ static void persist(struct phx_ckpt *c, struct ck_job *j)
 			continue;
 		ck_gen_dir(c, (enum phx_ckpt_tier)t, j->step, dir, sizeof(dir));
 		snprintf(path, sizeof(path), "%s/rank-%lu.shard", dir, j->rank);
-		rc = mkdir_p(dir);
+		rc = ck_mkdir_p(dir);
 		if (!rc)
 			rc = write_shard(path, j->data, j->len);
 		if (rc) {
@@ -171,6 +171,8 @@ static void persist(struct phx_ckpt *c, struct ck_job *j)
 	j->rc = digest_join(&d, tid, threaded);
 	if (d.rc < 0)
 		phx_error("cannot digest the shard of rank %lu, step %ld", j->rank, j->step);
+	else if (j->written & (1u << PHX_TIER_LOCAL))
+		ck_partner_send(c, j);
 }
 
 static bool own_file(const struct phx_ckpt *c, enum phx_ckpt_tier t, const char *name)

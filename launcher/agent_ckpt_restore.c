@@ -182,6 +182,13 @@ static int restore_slot(struct phx_ckpt *c, unsigned i, long step)
 	struct ck_buf *b = &s->buf[0];
 	char dir[4200], path[4600], err[1024];
 
+	if (ck_partner_load(c, s->rank, step, b) == 0) {
+		phx_info("rank %lu: generation %ld from its partner copy, verified", s->rank, step);
+		b->state = B_STAGED;
+		s->committed = 0;
+		s->loaded = CK_FROM_PARTNER;
+		return 0;
+	}
 	for (int t = PHX_TIER_LOCAL; t < PHX_TIER_COUNT; t++) {
 		struct phx_ckpt_entry e;
 
@@ -244,7 +251,7 @@ static size_t list_gens(const struct phx_ckpt *c, long max, long *steps, size_t 
 		if (d)
 			closedir(d);
 	}
-	return n;
+	return ck_partner_steps(c, max, steps, n, cap);
 }
 
 static int desc(const void *a, const void *b)

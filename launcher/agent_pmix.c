@@ -474,8 +474,11 @@ int phx_agent_wireup(struct phx_agent *a)
 		goto out;
 	find_master(a, facts, n);
 	a->hosts = calloc(n, sizeof(*a->hosts));
-	for (size_t i = 0; a->hosts && i < n; i++)
+	a->addrs = calloc(n, sizeof(*a->addrs));
+	for (size_t i = 0; a->hosts && a->addrs && i < n; i++) {
 		a->hosts[i] = strdup(facts[i].host);
+		a->addrs[i] = strdup(facts[i].addr[0] ? facts[i].addr : facts[i].host);
+	}
 	rc = 0;
 out:
 	for (size_t i = 0; values && i < n; i++)

@@ -70,6 +70,7 @@ struct phx_agent {
 	unsigned master_port;
 	unsigned nproc;
 	char **hosts; /* [wire.size]: node of each agent rank */
+	char **addrs; /* [wire.size]: its first IPv4 address (or the node name) */
 	struct phx_worker *w; /* [nproc] */
 	int hb_fd;
 	void *hb;

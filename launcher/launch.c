@@ -311,6 +311,9 @@ static void cleanup(struct phx_agent *a)
 	for (size_t i = 0; a->hosts && i < a->wire.size; i++)
 		free(a->hosts[i]);
 	free(a->hosts);
+	for (size_t i = 0; a->addrs && i < a->wire.size; i++)
+		free(a->addrs[i]);
+	free(a->addrs);
 	if (a->hb)
 		munmap(a->hb, a->hb_len);
 	if (a->hb_fd >= 0)

@@ -98,11 +98,6 @@ phalanx_health()
 	"$PHX_BUILD_DIR/launcher/phalanx" health --config "$LAB_DIR/etc/phalanx.yaml" "$@"
 }
 
-job_running()
-{
-	[ "$(job_state "$1")" = RUNNING ]
-}
-
 job_requeued()
 {
 	[ "$(job_state "$1")" = PENDING ] && [ "$(job_field "$1" Restarts)" -ge 1 ]

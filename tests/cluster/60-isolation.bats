@@ -88,11 +88,6 @@ write_conf()
 	cat >"$LAB/etc/phalanx.yaml"
 }
 
-job_running()
-{
-	[ "$(job_state "$1")" = RUNNING ]
-}
-
 # Holds GPUs 0-2 of node1, so the GPUs of the next job there are not 0..
 hold_low_gpus()
 {

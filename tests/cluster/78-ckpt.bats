@@ -214,3 +214,42 @@ corrupt()
 	# The byte's complement: always a change.
 	printf "\\x$(printf %02x $((255 - b)))" | dd of="$f" bs=1 seek="$off" conv=notrunc status=none
 }
+
+@test "a node lost between steps of a job: its ranks restore from the partner's copy" {
+	local out1=$BATS_TEST_TMPDIR/run1 out2=$BATS_TEST_TMPDIR/run2 alloc
+	# No shared tier: the node that replaces node2 finds its ranks nowhere but at node2's partner.
+	sed -i '/shared_dir:/d; /shared_every:/d' "$CONF"
+	alloc=$(sbatch --parsable -N3 -w node1,node2,node3 -J "$JOB_NAME" -o /dev/null --wrap 'sleep 600')
+	wait_for 60 job_running "$alloc"
+	step "$alloc" node1,node2 "$out1" --steps 20
+	cat "$out1"
+	grep -q 'partner copies on' "$out1"
+	grep -q 'checkpoint generation 20 committed in the local tier on all 2 nodes' "$out1"
+	# node1 keeps node2's shards (ranks 2 and 3), the newest two generations.
+	ls "$(node_local 1)/partner/rank-2" | tr '\n' ' ' | grep -q '^gen-000000000016.copy gen-000000000021.copy $'
+	# node2 is gone; node3 runs its ranks and has never seen them.
+	step "$alloc" node1,node3 "$out2" --steps 25
+	cat "$out2"
+	grep -q 'rank 2: sent its partner copy of generation 20 to node3' "$out2"
+	grep -q 'rank 3: sent its partner copy of generation 20 to node3' "$out2"
+	grep -q 'rank 2: generation 20 from its partner copy, verified' "$out2"
+	grep -q 'rank 3: generation 20 from its partner copy, verified' "$out2"
+	grep -q 'restoring checkpoint generation 20 (every shard verified)' "$out2"
+	[ "$(grep -c 'resumed from generation 20 at step 20' "$out2")" -eq 4 ]
+	check_restores "$out1" "$out2"
+	scancel "$alloc"
+}
+
+# step JOB NODES OUT [train.py options]: a step of 2 workers on each of NODES in allocation JOB.
+step()
+{
+	local job=$1 nodes=$2 out=$3
+	shift 3
+	timeout 240 srun --jobid="$job" --overlap --mpi=pmix -N2 -w "$nodes" --ntasks-per-node=1 -K1 \
+		"$LAUNCH" --agent --config "$CONF" --nproc-per-node 2 --sync-interval-ms 300 -- \
+		/usr/bin/python3 "$TRAIN" --phalanx --log-digest --step-sleep 0.05 "$@" >"$out" 2>&1 || {
+		local rc=$?
+		cat "$out"
+		return $rc
+	}
+}

@@ -38,11 +38,6 @@ teardown_file()
 	[ -n "${CKPTD_DIR:-}" ] && rm -rf "$CKPTD_DIR"
 }
 
-job_running()
-{
-	[ "$(job_state "$1")" = RUNNING ]
-}
-
 start_daemon()
 {
 	# A killed daemon leaves its socket file; wait for the new one's.

@@ -57,6 +57,11 @@ job_field()
 	scontrol show job "$1" -o 2>/dev/null | tr ' ' '\n' | grep "^$2=" | cut -d= -f2-
 }
 
+job_running()
+{
+	[ "$(job_state "$1")" = RUNNING ]
+}
+
 job_finished()
 {
 	case $(job_state "$1") in
