@@ -380,7 +380,8 @@ static int find_peer(struct phx_agent *a, struct ck_partner *p, const struct ann
 	char topo_buf[4096], err[1024];
 	const char *topo_conf = phx_conf_topology_conf(&a->conf, topo_buf, sizeof(topo_buf));
 	struct phx_fabric *fabric = NULL;
-	long *partner = calloc(a->wire.size, sizeof(*partner)), me = a->wire.me.rank, across;
+	long *partner = calloc(a->wire.size, sizeof(*partner)), me = a->wire.me.rank, same_leaf;
+	bool switches;
 
 	if (!partner)
 		return -1;
@@ -389,14 +390,17 @@ static int find_peer(struct phx_agent *a, struct ck_partner *p, const struct ann
 		phx_warn("partner copies: cannot read the fabric (%s); partners are chosen "
 			 "without it",
 			 err);
-	across = phx_partner_assign((const char *const *)a->hosts, a->wire.size, fabric, partner);
+	same_leaf =
+		phx_partner_assign((const char *const *)a->hosts, a->wire.size, fabric, partner);
+	switches = fabric && fabric->has_switches && fabric->n_leaves > 1;
 	phx_fabric_free(fabric);
-	if (across > 0 && me == 0)
+	/* Without switches every pair shares "the" leaf: nothing to warn about. */
+	if (switches && same_leaf > 0 && me == 0)
 		phx_warn("partner copies: %ld node(s) keep their partner copies on their own "
-			 "leaf switch (the fabric has no room to cross); a leaf's failure "
-			 "loses those copies",
-			 across);
-	if (across >= 0 && partner[me] >= 0 && an[partner[me]].port) {
+			 "leaf switch (the step's nodes leave no room to cross); a leaf's "
+			 "failure loses those copies",
+			 same_leaf);
+	if (same_leaf >= 0 && partner[me] >= 0 && an[partner[me]].port) {
 		snprintf(p->peer_host, sizeof(p->peer_host), "%s", a->hosts[partner[me]]);
 		snprintf(p->peer_addr, sizeof(p->peer_addr), "%s", a->addrs[partner[me]]);
 		p->peer_port = an[partner[me]].port;

@@ -62,6 +62,8 @@ def main():
     ap.add_argument("--ckpt-every", type=int, default=20)
     ap.add_argument("--step-sleep", type=float, default=0.05,
                     help="seconds per step, so a failure can land mid-run")
+    ap.add_argument("--mark-first", action="store_true",
+                    help="rank 0 says when its first step (after a restore or not) is done")
     args = ap.parse_args()
     if not args.phalanx and not args.ckpt_dir:
         ap.error("--ckpt-dir is required without --phalanx")
@@ -147,6 +149,9 @@ def train_phalanx(args, rank, world, model, ddp, opt, true_w, extra):
         extra.add_(1.0)
         time.sleep(args.step_sleep)
         done = step + 1
+        if args.mark_first and rank == 0 and step == start:
+            how = "after the restore" if got is not None else "from scratch"
+            log(rank, f"first step {how} done: step {done}")
         phx.heartbeat(done)
         if phx.should_save(done):
             state = {"model": model.state_dict(), "opt": opt.state_dict(), "step": done,

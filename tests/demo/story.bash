@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: Apache-2.0
+#
+# The recovery story on a lab cluster, shared by the demo (tests/demo/run)
+# and the recovery benchmark (tests/bench/recovery --spare): phalanx-ckptd
+# on the host side of the lab, a PyTorch DDP job run by phalanx-launch's
+# driver on 4 nodes plus a spare, saving through Phalanx (node-local tier
+# and partner copies, no shared tier), one node killed mid-run, and the
+# moments of the recovery read from the job's output as they appear.
+#
+# The caller sets build (the build folder), lab (tests/cluster/lab), top
+# (the source tree) and dir (a scratch folder), and has a lab of 5 nodes up
+# with SLURM_CONF exported.
+
+story_now() { date +%s.%N; }
+story_elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+# Starts phalanx-ckptd with the lab's key and writes the job's phalanx.yaml.
+story_daemon_start()
+{
+	local lab_dir id=${PHX_LAB_ID:-0}
+	lab_dir=$(dirname "$(dirname "$SLURM_CONF")")
+	STORY_ADDR=10.77.$id.1:$((17708 + 10 * id))
+	STORY_SOCK=$dir/ckptd.sock
+	cat >"$dir/daemon.yaml" <<-YAML
+		recovery:
+		  heartbeat_ms: 250
+		  lost_after_ms: 2000
+		  slurm_poll: 1
+	YAML
+	"$build/checkpoint/phalanx-ckptd" -c "$dir/daemon.yaml" --listen "$STORY_ADDR" \
+		--socket "$STORY_SOCK" --state-dir "$dir/ckptd" --key "$lab_dir/etc/phalanx.key" \
+		>>"$dir/daemon.log" 2>&1 &
+	STORY_DAEMON=$!
+	for _ in $(seq 100); do
+		[ -S "$STORY_SOCK" ] && break
+		sleep 0.1
+	done
+	[ -S "$STORY_SOCK" ] || return 1
+	cp "$(dirname "$SLURM_CONF")/phalanx.yaml" "$dir/phalanx.yaml"
+	# Inside node I the lab's nodetmp is node I's own directory.
+	cat >>"$dir/phalanx.yaml" <<-YAML
+		ckptd:
+		  address: "$STORY_ADDR"
+		checkpoint:
+		  keep: 2
+		  interval: 10
+		  local_dir: "$lab_dir/nodetmp/phx-story-$id/%j/%n"
+		  local_every: 1
+		  partner: true
+	YAML
+}
+
+story_daemon_stop()
+{
+	[ -n "${STORY_DAEMON:-}" ] && kill "$STORY_DAEMON" 2>/dev/null
+	wait "${STORY_DAEMON:-}" 2>/dev/null
+	STORY_DAEMON=
+}
+
+# story_submit STEPS: the driver's batch job; sets STORY_JOB and STORY_OUT.
+story_submit()
+{
+	STORY_OUT=$dir/job.out
+	: >"$STORY_OUT"
+	cat >"$dir/job.sh" <<-JOB
+		#!/bin/bash
+		export GLOO_SOCKET_IFNAME=eth0 PYTHONPATH=$top/checkpoint/python
+		export PHALANX_LIBRARY=$build/checkpoint/.libs/libphalanx.so
+		exec $build/launcher/phalanx-launch --config $dir/phalanx.yaml --spares 1 \\
+			--nproc-per-node 2 -- /usr/bin/python3 $top/tests/demo/train.py --phalanx \\
+			--steps $1 --step-sleep 0.05 --mark-first
+	JOB
+	# --no-kill: a node's death must not end the job; the driver handles it.
+	STORY_JOB=$(sbatch --parsable --no-kill -N5 -J phx-story -o "$STORY_OUT" \
+		--open-mode=append "$dir/job.sh") && story_watch
+}
+
+story_state() { scontrol show job "$1" -o 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+
+story_has() { grep -qs -- "$1" "$STORY_OUT"; }
+
+# story_watch: records when each moment of the run first shows in the
+# output (polled every 50 ms) into $dir/moments, until all were seen or
+# story_unwatch. Started with the job: its first start is the floor.
+story_watch()
+{
+	local marks=(start 'phalanx: starting the step on'
+		fresh 'first step from scratch done'
+		detect 'phalanx: warning: node .* is bad\|phalanx: stopped step'
+		relaunch 'phalanx: warning: relaunching'
+		restore 'restoring checkpoint generation'
+		step 'first step after the restore done')
+	: >"$dir/moments"
+	(
+		local i seen=0 done=()
+		while [ "$seen" -lt $((${#marks[@]} / 2)) ]; do
+			for ((i = 0; i < ${#marks[@]}; i += 2)); do
+				[ -n "${done[i]:-}" ] && continue
+				if [ "${marks[i]}" = restore ]; then
+					# The restore of the relaunched step, not the first start's.
+					sed -n '/phalanx: warning: relaunching/,$p' "$STORY_OUT" 2>/dev/null |
+						grep -q "${marks[i + 1]}" || continue
+				else
+					grep -q "${marks[i + 1]}" "$STORY_OUT" 2>/dev/null || continue
+				fi
+				done[i]=1
+				seen=$((seen + 1))
+				echo "${marks[i]} $(story_now)" >>"$dir/moments"
+			done
+			sleep 0.05
+		done
+	) &
+	STORY_WATCH=$!
+}
+
+story_unwatch()
+{
+	kill "$STORY_WATCH" 2>/dev/null
+	wait "$STORY_WATCH" 2>/dev/null
+}
+
+story_moment() { awk -v m="$1" '$1 == m { print $2 }' "$dir/moments"; }
+
+# The third node of the first step: not the one running rank 0.
+story_victim()
+{
+	local list
+	list=$(sed -n 's/^phalanx: starting the step on [0-9]* node(s) \([^ ]*\) .*/\1/p' "$STORY_OUT" | head -1)
+	scontrol show hostnames "$list" | sed -n 3p
+}
+
+# story_kill NODE: kills it, waits for the job to end; sets STORY_KILL.
+story_kill()
+{
+	STORY_KILL=$(story_now)
+	"$lab" kill-node "$1" >/dev/null
+	for _ in $(seq 3000); do
+		case $(story_state "$STORY_JOB") in
+		COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) break ;;
+		esac
+		sleep 0.1
+	done
+	sleep 0.2
+	story_unwatch
+}
+
+# "detect relaunch restore first mttr floor": seconds from the kill to the
+# driver seeing the node gone, from there to the relaunch on the spare,
+# to every shard restored, to the first training step done (and the sum,
+# MTTR), and the floor: the job's first start, step start to first step.
+story_figures()
+{
+	local k=$STORY_KILL s f d r x t
+	s=$(story_moment start) f=$(story_moment fresh) d=$(story_moment detect)
+	r=$(story_moment relaunch) x=$(story_moment restore) t=$(story_moment step)
+	[ -n "$s" ] && [ -n "$f" ] && [ -n "$d" ] && [ -n "$r" ] && [ -n "$x" ] && [ -n "$t" ] ||
+		return 1
+	echo "$(story_elapsed "$k" "$d") $(story_elapsed "$d" "$r") $(story_elapsed "$r" "$x")" \
+		"$(story_elapsed "$x" "$t") $(story_elapsed "$k" "$t") $(story_elapsed "$s" "$f")"
+}
