@@ -147,6 +147,7 @@ static void gen_staged(struct phx_ckpt *c, struct ck_gen *g)
 
 	c->seen_request = req;
 	g->due = tiers;
+	g->staged_ns = phx_now_ns(CLOCK_MONOTONIC);
 	/* phalanx-ckptd hears of it once committed (agent_daemon_ckpt.c). */
 	for (unsigned i = 0; i < c->nproc; i++) {
 		struct ck_slot *s = &c->slot[i];
@@ -216,6 +217,7 @@ static void persist_done(struct phx_ckpt *c, struct ck_job *j)
 	}
 	if (--g->jobs_left)
 		return;
+	g->persisted_ns = phx_now_ns(CLOCK_MONOTONIC);
 	for (int t = PHX_TIER_LOCAL; t < PHX_TIER_COUNT; t++) {
 		if ((g->due & (1u << t)) && g->ok[t] == c->nproc) {
 			g->written |= 1u << t;
@@ -305,6 +307,7 @@ static int do_begin(struct phx_ckpt *c, struct ck_slot *s, struct phx_ckpt_msg *
 	s->buf[i].step = (long)m->step;
 	s->buf[i].len = (size_t)m->bytes;
 	s->buf[i].digested = false;
+	s->buf[i].begin_ns = phx_now_ns(CLOCK_MONOTONIC);
 	m->buf_id = s->buf[i].id;
 	m->bytes = s->buf[i].cap;
 	return send_reply(s->conn, m, s->buf[i].fd);
@@ -331,8 +334,14 @@ static int do_commit(struct phx_ckpt *c, unsigned slot, struct ck_slot *s, struc
 			 "only",
 			 s->rank, c->node, step);
 	} else {
-		if (g->buf[slot] < 0)
+		uint64_t stall = phx_now_ns(CLOCK_MONOTONIC) - b->begin_ns;
+
+		if (g->buf[slot] < 0) {
 			g->nstaged++;
+			g->bytes += b->len;
+		}
+		if (stall > g->stall_ns)
+			g->stall_ns = stall;
 		g->buf[slot] = (int)(b - s->buf);
 		g->len[slot] = b->len;
 		if (g->nstaged == c->nproc && !g->due)

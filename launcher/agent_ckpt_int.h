@@ -29,6 +29,7 @@ struct ck_buf {
 	unsigned refs; /* writer jobs reading it */
 	bool digested;
 	uint8_t digest[PHX_DIGEST_MAX];
+	uint64_t begin_ns; /* the worker's BEGIN (CLOCK_MONOTONIC): its stall ends at COMMIT */
 };
 
 /* ck_slot.loaded when the shard came from a partner's copy, not a tier. */
@@ -60,6 +61,8 @@ struct ck_gen {
 	struct phx_ckpt_shard *all;
 	unsigned *agent_of; /* [world], the agent that announced it */
 	unsigned long have; /* ranks announced */
+	/* For phalanx-ckptd: the slowest local worker's save, this node's bytes, persist lag. */
+	uint64_t stall_ns, bytes, staged_ns, persisted_ns;
 };
 
 enum ck_job_kind { J_PERSIST, J_PUBLISH };

@@ -58,6 +58,26 @@ static long fill_mine(struct phx_agent *a, const struct ck_gen *g, enum phx_ckpt
 	return n;
 }
 
+/*
+ * The save's cost to this node, once per generation and tier: the stall of
+ * its slowest worker (BEGIN to COMMIT) when the memory tier commits, the
+ * persist lag (staged to written) when a directory tier does. The daemon
+ * counts them in its metrics and the job's goodput ledger.
+ */
+static void report_costs(struct phx_agent *a, const struct ck_gen *g, enum phx_ckpt_tier t)
+{
+	struct phx_daemon *d = a->daemon;
+	uint64_t gen = (uint64_t)g->step + 1;
+
+	if (t == PHX_TIER_MEMORY && g->nstaged)
+		phx_ckpt_client_event(d->client, "save", NULL, gen, g->stall_ns / 1000, g->bytes);
+	else if (t != PHX_TIER_MEMORY && g->persisted_ns > g->staged_ns && gen > d->persisted_gen) {
+		d->persisted_gen = gen;
+		phx_ckpt_client_event(d->client, "persist", NULL, gen,
+				      (g->persisted_ns - g->staged_ns) / 1000000, g->bytes);
+	}
+}
+
 void phx_daemon_ckpt_commit(struct phx_agent *a, const struct ck_gen *g, int tier)
 {
 	struct phx_daemon *d = a->daemon;
@@ -69,6 +89,8 @@ void phx_daemon_ckpt_commit(struct phx_agent *a, const struct ck_gen *g, int tie
 	char err[256];
 	long n;
 
+	if (d && g)
+		report_costs(a, g, t);
 	if (!d || t == PHX_TIER_MEMORY || !g || !(g->written & (1u << t)) || g->have < c->world)
 		return;
 	/* Generation numbers are the manifests' (step + 1): one per saved step. */

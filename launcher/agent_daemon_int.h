@@ -11,6 +11,7 @@ struct phx_daemon {
 	uint64_t next_beat_ns; /* CLOCK_MONOTONIC */
 	uint64_t prepared_gen; /* newest generation prepared to the daemon */
 	uint64_t daemon_gen; /* newest the daemon said it committed */
+	uint64_t persisted_gen; /* newest whose persist lag was reported */
 	bool said_connected;
 };
 

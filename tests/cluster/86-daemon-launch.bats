@@ -212,6 +212,12 @@ corrupt_rank()
 	show_run
 	[ "$(jq -r .phase <<<"$output")" = done ]
 	[ "$(jq -r '.parts.productive > 0' <<<"$output")" = true ]
+	# The agents reported each save's stall (their slowest worker's copy) and persist lag.
+	[ "$(jq -r '.parts.checkpoint_stall > 0' <<<"$output")" = true ]
+	run curl -sf "http://$CKPTD_METRICS/metrics"
+	[ "$status" -eq 0 ]
+	awk '$1 == "phalanx_ckptd_save_stall_seconds_count" && $2 > 0 { ok = 1 } END { exit !ok }' <<<"$output"
+	awk '$1 == "phalanx_ckptd_persist_lag_seconds_count" && $2 > 0 { ok = 1 } END { exit !ok }' <<<"$output"
 	run --separate-stderr "$PHX" ckpt ls --job "$JOB" --socket "$SOCK"
 	show_run
 	[ "$status" -eq 0 ]
