@@ -48,6 +48,20 @@ void phx_digest_feed_destroy(struct phx_digest_feed *f);
 int phx_digest_compute(enum phx_digest_algo algo, const void *data, size_t len, unsigned nthreads,
 		       struct phx_digest_feed *feed, uint8_t out[PHX_DIGEST_MAX]);
 
+/*
+ * The same digest of len bytes that the hashers bring in themselves (a
+ * file being restored): each takes a chunk, has read() fill it into
+ * data[off..off + n) in pieces of PHX_DIGEST_PIECE, and hashes each piece
+ * while it is still in the CPU's cache, so verifying costs little beyond
+ * the read. Chunks are read in parallel by up to nthreads threads (0: one
+ * per online CPU). read returns 0 or a negated errno; 0, or -1 with *err
+ * the first read's error (or -EIO when the hash library failed).
+ */
+#define PHX_DIGEST_PIECE (1u << 20)
+typedef int (*phx_digest_reader)(void *arg, size_t off, size_t n, uint8_t *dst);
+int phx_digest_read(enum phx_digest_algo algo, uint8_t *data, size_t len, unsigned nthreads,
+		    phx_digest_reader read, void *arg, int *err, uint8_t out[PHX_DIGEST_MAX]);
+
 /* Lower-case hex of the algorithm's digest length; out holds PHX_DIGEST_HEX_LEN. */
 void phx_digest_hex(enum phx_digest_algo algo, const uint8_t *d, char *out);
 

@@ -27,8 +27,6 @@
 #include "common/log.h"
 #include "launcher/agent_ckpt_int.h"
 
-#define READ_PIECE (16u << 20)
-
 int ck_buf_alloc(struct phx_ckpt *c, struct ck_buf *b, size_t len)
 {
 	size_t cap = len ? len : 1;
@@ -66,77 +64,55 @@ void ck_buf_free(struct ck_buf *b)
 	b->fd = -1;
 }
 
-struct reader {
-	int fd;
-	char *dst;
-	size_t len;
-	struct phx_digest_feed *feed;
-	int rc;
-};
-
-static void *read_thread(void *arg)
+static int pread_piece(void *arg, size_t off, size_t n, uint8_t *dst)
 {
-	struct reader *r = arg;
-	size_t off = 0;
+	int fd = *(int *)arg;
 
-	while (off < r->len) {
-		size_t want = r->len - off < READ_PIECE ? r->len - off : READ_PIECE;
-		ssize_t n = read(r->fd, r->dst + off, want);
+	while (n) {
+		ssize_t r = pread(fd, dst, n, (off_t)off);
 
-		if (n < 0 && errno == EINTR)
+		if (r < 0 && errno == EINTR)
 			continue;
-		if (n <= 0) {
-			r->rc = n < 0 ? -errno : -EIO;
-			phx_digest_feed_advance(r->feed, off, 1);
-			return NULL;
-		}
-		off += (size_t)n;
-		phx_digest_feed_advance(r->feed, off, 0);
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		dst += r;
+		off += (size_t)r;
+		n -= (size_t)r;
 	}
-	r->rc = 0;
-	return NULL;
+	return 0;
 }
 
 int phx_ckpt_load_file(const char *path, const struct phx_ckpt_entry *e, unsigned threads,
 		       void *dst, char *err, size_t errlen)
 {
-	struct phx_digest_feed feed;
-	struct reader r = { .len = (size_t)e->bytes, .feed = &feed, .dst = dst };
 	enum phx_digest_algo algo = (enum phx_digest_algo)e->algo;
 	uint8_t got[PHX_DIGEST_MAX];
 	struct stat st;
-	pthread_t tid;
-	int rc = -1, drc;
+	int fd, rc = -1, rerr;
 
-	r.fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (r.fd < 0)
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return phx_errf(err, errlen, "%s: %s", path, strerror(errno));
-	if (fstat(r.fd, &st) < 0 || (unsigned long long)st.st_size != e->bytes) {
+	if (fstat(fd, &st) < 0 || (unsigned long long)st.st_size != e->bytes) {
 		phx_errf(err, errlen, "%s holds %lld bytes, the manifest says %llu", path,
 			 (long long)st.st_size, e->bytes);
 		goto out;
 	}
-	phx_digest_feed_init(&feed);
-	if (pthread_create(&tid, NULL, read_thread, &r)) {
-		read_thread(&r);
-		drc = phx_digest_compute(algo, dst, r.len, threads, NULL, got);
-	} else {
-		drc = phx_digest_compute(algo, dst, r.len, threads, &feed, got);
-		pthread_join(tid, NULL);
-	}
-	phx_digest_feed_destroy(&feed);
-	if (r.rc) {
-		phx_errf(err, errlen, "reading %s: %s", path, strerror(-r.rc));
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	/* Parallel chunks, each hashed piece by piece while the piece is in cache. */
+	if (phx_digest_read(algo, dst, (size_t)e->bytes, threads, pread_piece, &fd, &rerr, got) <
+	    0) {
+		phx_errf(err, errlen, "reading %s: %s", path, strerror(-rerr));
 		goto out;
 	}
-	if (drc < 0 || memcmp(got, e->digest, phx_digest_len(algo))) {
+	if (memcmp(got, e->digest, phx_digest_len(algo))) {
 		phx_errf(err, errlen, "%s does not match its %s digest (corrupt)", path,
 			 phx_digest_name(algo));
 		goto out;
 	}
 	rc = 0;
 out:
-	close(r.fd);
+	close(fd);
 	return rc;
 }
 

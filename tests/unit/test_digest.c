@@ -122,6 +122,50 @@ static void test_feed(void **state)
 	free(dst);
 }
 
+struct source {
+	const uint8_t *src;
+	size_t fail_at; /* a read covering this offset fails; SIZE_MAX: none */
+};
+
+static int read_source(void *arg, size_t off, size_t n, uint8_t *dst)
+{
+	const struct source *s = arg;
+
+	if (s->fail_at >= off && s->fail_at < off + n)
+		return -5;
+	assert_true(n <= PHX_DIGEST_PIECE);
+	memcpy(dst, s->src + off, n);
+	return 0;
+}
+
+/* Hashers that read their own chunks give the same digest and the same bytes. */
+static void test_read(void **state)
+{
+	uint8_t *src = make_data(), *dst = calloc(1, LEN), a[PHX_DIGEST_MAX], b[PHX_DIGEST_MAX];
+	struct source s = { src, SIZE_MAX };
+	int err;
+
+	(void)state;
+	for (int algo = PHX_DIGEST_XXH3; algo <= PHX_DIGEST_SHA256; algo++) {
+		for (unsigned t = 1; t <= 4; t++) {
+			memset(dst, 0, LEN);
+			assert_int_equal(phx_digest_compute(algo, src, LEN, 1, NULL, a), 0);
+			assert_int_equal(
+				phx_digest_read(algo, dst, LEN, t, read_source, &s, &err, b), 0);
+			assert_int_equal(err, 0);
+			assert_memory_equal(a, b, PHX_DIGEST_MAX);
+			assert_memory_equal(src, dst, LEN);
+		}
+	}
+	/* A failed read fails the digest with the read's error. */
+	s.fail_at = 2 * PHX_DIGEST_CHUNK + 7;
+	assert_int_equal(phx_digest_read(PHX_DIGEST_XXH3, dst, LEN, 3, read_source, &s, &err, b),
+			 -1);
+	assert_int_equal(err, -5);
+	free(src);
+	free(dst);
+}
+
 static void test_names(void **state)
 {
 	enum phx_digest_algo a;
@@ -141,9 +185,8 @@ static void test_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_threads),
-		cmocka_unit_test(test_sha256_tree),
-		cmocka_unit_test(test_feed),
+		cmocka_unit_test(test_threads), cmocka_unit_test(test_sha256_tree),
+		cmocka_unit_test(test_feed),	cmocka_unit_test(test_read),
 		cmocka_unit_test(test_names),
 	};
 
