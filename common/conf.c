@@ -188,6 +188,8 @@ static const struct conf_key keys[] = {
 	  NULL, "5", 0, "steps in the window before a rank's step time counts" },
 	{ "launcher.preflight", K_BOOL, OFF(launcher.preflight), 0, 0, NULL, "false", 0,
 	  "the driver checks GPUs and NCCL of nodes before they run a step (phalanx check)" },
+	{ "launcher.kernel_log", K_PATH, OFF(launcher.kernel_log), 0, PATH_LEN, NULL, "/dev/kmsg",
+	  K_EMPTY_OK | K_FMT_N, "where agents watch for GPU Xid errors; %n = node; \"\" = off" },
 	{ "check.gemm_tflops_min", K_INT, OFF(check.gemm_tflops_min), 0, 1000000, NULL, "0", 0,
 	  "lowest GEMM TFLOP/s of a GPU; 0 = only against the median" },
 	{ "check.copy_gbps_min", K_INT, OFF(check.copy_gbps_min), 0, 100000, NULL, "0", 0,

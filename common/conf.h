@@ -98,6 +98,7 @@ struct phx_conf {
 		int straggler_threshold; /* percent slower than the role's median; 0: off */
 		int straggler_window_s;
 		int straggler_min_steps;
+		char *kernel_log; /* watched for Xid errors; %n; "" = off */
 	} launcher;
 	struct {
 		int gemm_tflops_min; /* 0 = only relative to the median */

@@ -206,6 +206,15 @@ void phx_daemon_report(struct phx_agent *a, const char *kind, uint64_t value, co
 		phx_debug("phalanx-ckptd: %s report from %s queued", kind, a->node);
 }
 
+void phx_daemon_xid(struct phx_agent *a, unsigned code, const char *reason)
+{
+	if (!a->daemon)
+		return;
+	if (phx_ckpt_client_report(a->daemon->client, "xid", a->node, phx_daemon_newest_step(a),
+				   code, reason) < 0)
+		phx_warn("phalanx-ckptd: the Xid report of %s was not queued", a->node);
+}
+
 void phx_daemon_straggler(struct phx_agent *a, const char *node, uint64_t lost_us,
 			  const char *reason)
 {

@@ -36,6 +36,8 @@ void phx_daemon_ckpt_commit(struct phx_agent *a, const struct ck_gen *g, int t);
  */
 void phx_daemon_report_failure(struct phx_agent *a, const struct phx_report *r, bool restarting);
 /* A straggler on node (the agent of node 0 reports it): the time its peers lost. */
+/* A fatal Xid on this node (agent_xid.c), as the node's fault. */
+void phx_daemon_xid(struct phx_agent *a, unsigned code, const char *reason);
 void phx_daemon_straggler(struct phx_agent *a, const char *node, uint64_t lost_us,
 			  const char *reason);
 /*

@@ -111,7 +111,13 @@ struct phx_agent {
 	bool *straggler_reported; /* [world] */
 	struct phx_ckpt *ckpt; /* checkpoint staging, agent_ckpt.c */
 	struct phx_daemon *daemon; /* phalanx-ckptd client, agent_daemon.c; NULL: none */
+	struct phx_xid_watch *xid; /* the kernel log's Xid watch, agent_xid.c; NULL: none */
 };
+
+/* Xid errors in the node's kernel log (launcher.kernel_log): open, check (at most 1/s), close. */
+void phx_agent_xid_open(struct phx_agent *a);
+void phx_agent_xid_poll(struct phx_agent *a);
+void phx_agent_xid_close(struct phx_agent *a);
 
 /* Wire-up: facts exchange, placement, this node's rank map. An exit code or 0. */
 int phx_agent_wireup(struct phx_agent *a);

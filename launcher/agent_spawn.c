@@ -284,6 +284,7 @@ int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extr
 	if (pfd[2].revents)
 		phx_ckpt_dispatch(a);
 	phx_daemon_handle(a, pfd[3].revents);
+	phx_agent_xid_poll(a);
 	if (extra_fd >= 0 && pfd[1].revents && extra_ready)
 		*extra_ready = true;
 	return 0;

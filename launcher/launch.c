@@ -271,6 +271,7 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 	if (rc)
 		return rc;
 	phx_daemon_setup(a);
+	phx_agent_xid_open(a);
 	if (a->wire.me.rank == 0)
 		phx_info("starting %lu workers on %u nodes (%u per node), rank 0 at %s:%u, "
 			 "hang timeout %d s, max restarts %d",
@@ -295,6 +296,7 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 
 static void cleanup(struct phx_agent *a)
 {
+	phx_agent_xid_close(a);
 	phx_daemon_fini(a);
 	phx_ckpt_fini(a);
 	for (unsigned i = 0; a->w && i < a->nproc; i++) {

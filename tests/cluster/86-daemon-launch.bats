@@ -57,7 +57,13 @@ setup_file()
 		  shared_dir: "$CKPTD_DIR/shared"
 		  shared_every: 1
 		  digest: sha256
+		launcher:
+		  kernel_log: "$CKPTD_DIR/kmsg-%n"
 	YAML
+	# Each node's own "kernel log", as the agents watch it for Xid errors.
+	for n in 1 2 3 4; do
+		: >"$CKPTD_DIR/kmsg-node$n"
+	done
 	start_daemon
 }
 
@@ -123,9 +129,10 @@ job()
 	JOB=$(job_id)
 }
 
+# The newest: a job of an earlier test may still be completing.
 job_id()
 {
-	squeue -h --name="$JOB_NAME" -o %i | head -n 1 | grep .
+	squeue -h --name="$JOB_NAME" -o %i | sort -n | tail -n 1 | grep .
 }
 
 status_field()
@@ -321,4 +328,30 @@ corrupt_rank()
 	wait "$BG" || true
 	BG=
 	"$LAB_CMD" restart-node "$victim" >/dev/null
+}
+
+@test "a GPU Xid in a node's kernel log is reported as the node's fault; an application's is not" {
+	local out=$BATS_TEST_TMPDIR/out nodes first second
+
+	job "$out" -- --steps 2000
+	wait_for 60 agents_are "$JOB" 2 || {
+		cat "$out"
+		false
+	}
+	nodes=$(scontrol show hostnames "$(squeue -h -j "$JOB" -o %N)")
+	first=$(head -n 1 <<<"$nodes") second=$(tail -n 1 <<<"$nodes")
+	# /dev/kmsg records: an illegal access (the application's), then a GPU off the bus.
+	echo "4,901,1234567,-;NVRM: Xid (PCI:0000:18:00): 13, pid=4242, Graphics SM Warp Exception" \
+		>>"$CKPTD_DIR/kmsg-$first"
+	echo "3,902,1234568,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=4243, GPU has fallen off the bus." \
+		>>"$CKPTD_DIR/kmsg-$second"
+	wait_for 30 grep -q "job $JOB: .*$second.*Xid 79 on GPU 0000:3b:00" "$CKPTD_DIR/daemon.log"
+	wait_for 10 grep -q "$first: Xid 13 on GPU 0000:18:00: .*an application error" "$out"
+	grep -q "$second: Xid 79 on GPU 0000:3b:00: pid=4243, GPU has fallen off the bus.: the GPU is broken" "$out"
+	! grep -q "job $JOB: .*Xid 13" "$CKPTD_DIR/daemon.log"
+	# The policy drops the node (recovery.act is false here: it only says so).
+	grep -q "job $JOB: would requeue without $second" "$CKPTD_DIR/daemon.log"
+	scancel "$JOB"
+	wait "$BG" || true
+	BG=
 }
