@@ -192,39 +192,3 @@ corrupt()
 	r=${shard##*rank-}
 	grep -q "rank ${r%.shard}: generation $((10#${gen#gen-})) from the shared tier" "$OUT"
 }
-
-open_generation()
-{
-	[ "$("$PHX" status --json --socket "$SOCK" 2>/dev/null |
-		jq -r ".jobs[] | select(.job == $JOB) | .open | length")" -gt 0 ] 2>/dev/null
-}
-
-@test "phalanx-ckptd killed mid-commit and restarted: training goes on, no generation is lost" {
-	local gens newest n pid open=0
-
-	submit_train "$BATS_TEST_NUMBER"
-	at_random_step
-	# Mid-commit: one agent held back, the others report the next
-	# generation; the daemon holds it open, waiting for the last report.
-	n=$((1 + RANDOM % 4))
-	pid=$(agent_pid "$n")
-	kill -STOP "$pid"
-	wait_for 5 open_generation && open=1
-	FAULT_STEP=$(committed_step)
-	echo "# killing phalanx-ckptd with a generation open (node$n's agent held back: $open)" >&3
-	kill -KILL "$(cat "$CKPTD_DIR/pid")"
-	kill -CONT "$pid"
-	[ "$open" = 1 ]
-	sleep 2
-	start_daemon
-	NO_RESTORE=1
-	check_recovered
-	# Generations committed before the kill came back from the journal,
-	# and the ones committed while it was away or later were cataloged.
-	grep -q 'journal .*: [0-9]* records, [0-9]* jobs, [1-9][0-9]* committed generations' \
-		"$CKPTD_DIR/daemon.log"
-	gens=$("$PHX" ckpt ls --job "$JOB" --socket "$SOCK" | awk -v j="$JOB" '$1 == j { print $3 }')
-	echo "cataloged steps: $(echo $gens)"
-	newest=$(sort -n <<<"$gens" | tail -n 1)
-	[ "$newest" = "$STEPS" ]
-}
