@@ -72,12 +72,13 @@ show_job()
 	scontrol show job "$JOB" 2>/dev/null || true
 }
 
-# The PID of the agent running in node $1's namespace.
+# The PID of the agent running in node $1's namespace (not srun, whose
+# command line names it too).
 agent_pid()
 {
 	local p
 	for p in $(ip netns pids "$(lab_netns "$1")"); do
-		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "phalanx-launch --agent"; then
+		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "^[^ ]*phalanx-launch --agent"; then
 			echo "$p"
 			return 0
 		fi

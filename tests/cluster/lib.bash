@@ -5,7 +5,8 @@
 
 bats_require_minimum_version 1.5.0
 
-LAB_CMD=$BATS_TEST_DIRNAME/lab
+# The lab sits beside this file, whichever suite loads it.
+LAB_CMD=$(dirname "${BASH_SOURCE[0]}")/lab
 
 # The network namespace of node I, named as tests/cluster/lab names it.
 lab_netns()

@@ -8,9 +8,11 @@ work is lost. With --phalanx every rank saves its shard through Phalanx's
 API instead (memory the node agent owns, persisted by phalanx-launch; the
 interval is phalanx.yaml's checkpoint.interval) and restores the newest
 committed generation; --log-digest prints the SHA-256 of each shard saved
-and restored, so tests can check a restore is bit-identical. Rank and world come from the torchrun environment (RANK,
-WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), falling back to Slurm's
-SLURM_PROCID/SLURM_NTASKS when started by plain srun.
+and restored, so tests can check a restore is bit-identical, and
+--weights-digest the SHA-256 of the final weights. Rank and world come from
+the torchrun environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+MASTER_PORT), falling back to Slurm's SLURM_PROCID/SLURM_NTASKS when
+started by plain srun.
 """
 import argparse
 import hashlib
@@ -59,6 +61,8 @@ def main():
                     help="extra state to save, in MiB (makes saves take longer)")
     ap.add_argument("--log-digest", action="store_true",
                     help="print the SHA-256 of each shard saved and restored")
+    ap.add_argument("--weights-digest", action="store_true",
+                    help="rank 0 prints the SHA-256 of the final weights")
     ap.add_argument("--ckpt-every", type=int, default=20)
     ap.add_argument("--step-sleep", type=float, default=0.05,
                     help="seconds per step, so a failure can land mid-run")
@@ -78,6 +82,12 @@ def main():
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1))
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    # DDP lays its gradient bucket out anew after the first backward pass,
+    # and the layout decides the order of the all-reduce's sums: one pass
+    # that changes nothing puts a resumed run on the layout an uninterrupted
+    # one trains with, so both end on the same bits.
+    ddp(torch.zeros(1, 32)).sum().mul(0).backward()
+    opt.zero_grad()
     true_w = torch.randn(32, 1, generator=torch.Generator().manual_seed(7))
 
     # Extra state, changed every step so each generation differs.
@@ -175,6 +185,12 @@ def finish(args, rank, world, model, loss):
     if rank == 0:
         log(rank, f"finished {args.steps} steps, final loss {loss.item():.4f}, "
                   f"replicas identical: {same}")
+        if args.weights_digest:
+            # Bit for bit: a run that resumed must end where an uninterrupted one does.
+            h = hashlib.sha256()
+            for p in model.state_dict().values():
+                h.update(p.detach().contiguous().numpy().tobytes())
+            log(rank, f"final-weights sha256 {h.hexdigest()}")
     dist.destroy_process_group()
     # PyTorch 1.13 can deadlock freeing DDP after this (the Reducer's
     # destructor joins a gloo thread that waits for the GIL to free the last

@@ -1,0 +1,194 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+#
+# Faults injected into a real PyTorch DDP job (gloo, CPU) on 4 nodes of
+# the lab and a spare, under phalanx-launch's driver, saving through
+# Phalanx, phalanx-ckptd keeping its ledger and catalog. The trainer's data
+# depends only on (rank, step), so its final weights depend only on the
+# steps taken: an uninterrupted run gives the reference, and every test
+# injects one fault at a random step (printed) and checks that the job
+# completes on the reference's bits, resumed from the newest generation
+# committed before the fault, and that its goodput parts add up to its
+# wall time; it prints the recovery figures.
+#
+# lab-nodes: 5
+
+load ../cluster/lib
+load ../cluster/driver_jobs
+load faults
+
+setup_file()
+{
+	faults_setup_file
+}
+
+teardown_file()
+{
+	faults_teardown_file
+}
+
+setup()
+{
+	FAULT_STEP=0 FAULT_T= RESUME_S= NO_RESTORE=0 CUT= FILLED=
+}
+
+# A killed, cut or drained node comes back for the next test.
+teardown()
+{
+	if [ -n "$FILLED" ]; then
+		nsenter -t "$(slurmd_of "$FILLED")" -m umount "$LAB_DIR/nodetmp/$RUN/node$FILLED" || true
+	fi
+	if [ -n "$CUT" ]; then
+		# Its agent and workers never heard of the relaunch: gone with it.
+		"$LAB_CMD" kill-node "$CUT" >/dev/null 2>&1 || true
+		"$LAB_CMD" heal-node "$CUT" >/dev/null 2>&1 || true
+	fi
+	reset_nodes
+}
+
+# The slurmd of node I: the processes of node I's steps share its mount namespace.
+slurmd_of()
+{
+	ip netns pids "$(lab_netns "$1")" | xargs -r ps -o pid=,comm= -p |
+		awk '$2 == "slurmd" { print $1; exit }'
+}
+
+@test "a worker killed: its agent restarts the node's workers from memory" {
+	local n pid
+
+	submit_train "$BATS_TEST_NUMBER"
+	at_random_step
+	n=$((1 + RANDOM % 4))
+	pid=$(workers_of "$n" | shuf -n 1)
+	echo "# killing worker $pid on node$n" >&3
+	kill -KILL "$pid"
+	time_to_resume
+	check_recovered
+	has 'restoring generation [0-9]* from memory'
+	[ "$(step_nodes 2)" = '' ]
+}
+
+@test "a worker stopped (SIGSTOP, a hang): found by its heartbeat and restarted" {
+	local n pid
+
+	submit_train "$BATS_TEST_NUMBER" --hang-timeout 5
+	at_random_step
+	n=$((1 + RANDOM % 4))
+	pid=$(workers_of "$n" | shuf -n 1)
+	echo "# stopping worker $pid on node$n" >&3
+	kill -STOP "$pid"
+	time_to_resume
+	check_recovered
+	has 'hung'
+}
+
+@test "an agent killed: its node is bad, the spare takes its place" {
+	local n pid
+
+	submit_train "$BATS_TEST_NUMBER"
+	at_random_step
+	n=$((1 + RANDOM % 4))
+	pid=$(agent_pid "$n")
+	echo "# killing the agent $pid of node$n" >&3
+	kill -KILL "$pid"
+	time_to_resume
+	check_recovered
+	has "node node$n is bad"
+	[ "$(step_nodes 2 | tr -d '[]')" != "$(step_nodes 1 | tr -d '[]')" ]
+	grep -q '^\[rank [0-9]\] \[rank [0-9]@node5\] resumed from generation' "$OUT"
+}
+
+@test "a node killed (lab kill-node): the spare restores its ranks from the shared tier" {
+	local node
+
+	submit_train "$BATS_TEST_NUMBER"
+	at_random_step
+	node=$(random_node)
+	echo "# killing $node" >&3
+	"$LAB_CMD" kill-node "$node" >/dev/null
+	time_to_resume
+	check_recovered
+	has "node $node is bad"
+	grep -q '^\[rank [0-9]\] \[rank [0-9]@node5\] resumed from generation' "$OUT"
+	grep -q 'rank [0-9]: generation [0-9]* from the shared tier' "$OUT"
+}
+
+@test "a node cut off the network (lab cut-node): the spare takes its place" {
+	local node
+
+	submit_train "$BATS_TEST_NUMBER"
+	at_random_step
+	node=$(random_node)
+	CUT=$node
+	echo "# cutting $node off" >&3
+	"$LAB_CMD" cut-node "$node" >/dev/null
+	time_to_resume
+	check_recovered
+	has "node $node is bad"
+	grep -q '^\[rank [0-9]\] \[rank [0-9]@node5\] resumed from generation' "$OUT"
+}
+
+local_save_failed()
+{
+	grep -q 'cannot write the shard of rank [0-9]*, step [0-9]* to .*: No space left on device' "$OUT"
+}
+
+@test "the checkpoint file system full during a save: training goes on, committed generations stay" {
+	local n dir latest
+
+	n=$((1 + RANDOM % 4))
+	dir=$LAB_DIR/nodetmp/$(run_name "$BATS_TEST_NUMBER")/node$n
+	mkdir -p "$LAB_DIR/nodes/node$n/tmp/$(run_name "$BATS_TEST_NUMBER")/node$n"
+	# A small file system of node n's own for its local tier.
+	nsenter -t "$(slurmd_of "$n")" -m mount -t tmpfs -o size=2m phx-faults "$dir"
+	FILLED=$n
+	submit_train "$BATS_TEST_NUMBER"
+	at_random_step
+	echo "# filling node$n's local tier" >&3
+	nsenter -t "$(slurmd_of "$n")" -m sh -c "cat /dev/zero >'$dir/fill'" 2>/dev/null || true
+	wait_for 60 local_save_failed
+	# The newest generation committed before it is still whole there
+	# (the file system is node n's own: read in its mount namespace).
+	latest=$(nsenter -t "$(slurmd_of "$n")" -m cat "$dir/latest")
+	echo "latest local generation while full: $latest"
+	[ "$((10#${latest#gen-}))" -ge "$FAULT_STEP" ]
+	nsenter -t "$(slurmd_of "$n")" -m test -s "$dir/$latest/manifest.json"
+	nsenter -t "$(slurmd_of "$n")" -m rm -f "$dir/fill"
+	NO_RESTORE=1
+	check_recovered
+	grep -q "checkpoint generation $STEPS committed in the local tier" "$OUT"
+	[ "$(nsenter -t "$(slurmd_of "$n")" -m cat "$dir/latest")" = "$(printf 'gen-%012d' "$STEPS")" ]
+}
+
+corrupt()
+{
+	local f=$1 off b
+	off=$(($(stat -c %s "$f") / 2))
+	b=$(od -An -tu1 -j "$off" -N1 "$f" | tr -d ' ')
+	# The byte's complement: always a change.
+	printf "\\x$(printf %02x $((255 - b)))" | dd of="$f" bs=1 seek="$off" conv=notrunc status=none
+}
+
+@test "a committed shard corrupted: found at the restore, another copy of the same generation used" {
+	local node n gen shard r
+
+	submit_train "$BATS_TEST_NUMBER"
+	at_random_step
+	node=$(random_node)
+	echo "# killing $node" >&3
+	"$LAB_CMD" kill-node "$node" >/dev/null
+	# Once the step is over, nothing commits: corrupt the newest
+	# generation's shard of a rank on a node that stays, and keeps its
+	# ranks (the nodes before the killed one).
+	wait_for 60 has "node $node is bad"
+	n=$((1 + RANDOM % (${node#node} - 1)))
+	gen=$(cat "$(local_tier "$n")/latest")
+	shard=$(ls "$(local_tier "$n")/$gen"/rank-*.shard | shuf -n 1)
+	echo "# corrupting $shard" >&3
+	corrupt "$shard"
+	time_to_resume
+	check_recovered
+	grep -q "$(basename "$shard") does not match its [a-z0-9-]* digest (corrupt); trying the next source" "$OUT"
+	r=${shard##*rank-}
+	grep -q "rank ${r%.shard}: generation $((10#${gen#gen-})) from the shared tier" "$OUT"
+}
