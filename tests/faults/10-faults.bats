@@ -98,7 +98,7 @@ slurmd_of()
 	grep -q '^\[rank [0-9]\] \[rank [0-9]@node5\] resumed from generation' "$OUT"
 }
 
-@test "a node killed (lab kill-node): the spare restores its ranks from the shared tier" {
+@test "a node killed (lab kill-node): the spare restores its ranks from the partner's copy" {
 	local node
 
 	submit_train "$BATS_TEST_NUMBER"
@@ -110,7 +110,8 @@ slurmd_of()
 	check_recovered
 	has "node $node is bad"
 	grep -q '^\[rank [0-9]\] \[rank [0-9]@node5\] resumed from generation' "$OUT"
-	grep -q 'rank [0-9]: generation [0-9]* from the shared tier' "$OUT"
+	# The lost node's ranks come from its partner's copy, not the shared tier.
+	grep -q 'rank [0-9]: generation [0-9]* from its partner copy, verified' "$OUT"
 }
 
 @test "a node cut off the network (lab cut-node): the spare takes its place" {
@@ -191,4 +192,43 @@ corrupt()
 	grep -q "$(basename "$shard") does not match its [a-z0-9-]* digest (corrupt); trying the next source" "$OUT"
 	r=${shard##*rank-}
 	grep -q "rank ${r%.shard}: generation $((10#${gen#gen-})) from the shared tier" "$OUT"
+}
+
+# The newest step the agents committed in the local tier (0: none).
+agents_committed()
+{
+	sed -n 's/.*checkpoint generation \([0-9]*\) committed in the local tier.*/\1/p' "$OUT" |
+		sort -n | tail -n 1 | grep . || echo 0
+}
+
+agents_committed_above()
+{
+	[ "$(agents_committed)" -gt "$1" ]
+}
+
+@test "phalanx-ckptd killed mid-commit and restarted: training goes on, nothing committed is lost" {
+	local pid before
+
+	submit_train "$BATS_TEST_NUMBER"
+	at_random_step
+	# Stopped, the daemon leaves the agents' prepares of the next generation
+	# unread in its sockets: killed then, it dies in the middle of that commit.
+	pid=$(cat "$CKPTD_DIR/pid")
+	kill -STOP "$pid"
+	before=$(agents_committed)
+	wait_for 60 agents_committed_above "$before" || {
+		kill -CONT "$pid"
+		false
+	}
+	echo "# killing phalanx-ckptd with the prepares of step $(agents_committed) unread" >&3
+	kill -KILL "$pid"
+	start_daemon
+	NO_RESTORE=1
+	check_recovered
+	# Training never waited for it: no save was skipped, and generations
+	# were committed in the daemon again after its return.
+	! has 'skipped'
+	[ "$(grep -c 'phalanx-ckptd 0.1.0: agents on' "$CKPTD_DIR/daemon.log")" -ge 2 ]
+	sed -n '/phalanx-ckptd 0.1.0: agents on/h; /phalanx-ckptd 0.1.0: agents on/!H; ${x;p}' \
+		"$CKPTD_DIR/daemon.log" | grep -q "job $JOB: generation [0-9]* (step $STEPS) committed"
 }
