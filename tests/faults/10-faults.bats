@@ -9,9 +9,10 @@
 # injects one fault at a random step (printed) and checks that the job
 # completes on the reference's bits, resumed from the newest generation
 # committed before the fault, and that its goodput parts add up to its
-# wall time; it prints the recovery figures.
+# wall time; it prints the recovery figures. Seven nodes: a job that
+# loses two of its five is requeued onto five others.
 #
-# lab-nodes: 5
+# lab-nodes: 7
 
 load ../cluster/lib
 load ../cluster/driver_jobs
@@ -231,4 +232,31 @@ agents_committed_above()
 	[ "$(grep -c 'phalanx-ckptd 0.1.0: agents on' "$CKPTD_DIR/daemon.log")" -ge 2 ]
 	sed -n '/phalanx-ckptd 0.1.0: agents on/h; /phalanx-ckptd 0.1.0: agents on/!H; ${x;p}' \
 		"$CKPTD_DIR/daemon.log" | grep -q "job $JOB: generation [0-9]* (step $STEPS) committed"
+}
+
+@test "two nodes killed with one spare: the job is requeued without them and resumes" {
+	local a b
+
+	submit_train "$BATS_TEST_NUMBER"
+	at_random_step
+	a=$(random_node)
+	b=node$(( (${a#node} - 1) % 3 + 2 ))
+	echo "# killing $a and $b" >&3
+	"$LAB_CMD" kill-node "$a" >/dev/null &
+	"$LAB_CMD" kill-node "$b" >/dev/null
+	wait
+	time_to_resume
+	check_recovered
+	has "requeueing job $JOB: only [0-9]* healthy node(s) left"
+	[ "$(job_field "$JOB" Restarts)" -ge 1 ]
+	# The requeued run ran on none of the dead nodes.
+	for n in $(scontrol show hostnames "$(job_field "$JOB" NodeList)"); do
+		[ "$n" != "$a" ] && [ "$n" != "$b" ]
+	done
+	[ "$(gp_field_requeues)" -ge 1 ]
+}
+
+gp_field_requeues()
+{
+	"$PHX" goodput "$JOB" --json --socket "$SOCK" | jq -r .requeues
 }
