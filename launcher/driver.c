@@ -471,6 +471,55 @@ static void watch(struct driver *dr, struct step *s)
 	}
 }
 
+/* The job is pending again: done ending its old run (nodes freed, epilogs run). */
+static bool pending_again(uint32_t job_id)
+{
+	job_info_msg_t *info = NULL;
+	bool pending = false;
+
+	if (slurm_load_job(&info, job_id, SHOW_DETAIL) == SLURM_SUCCESS && info &&
+	    info->record_count) {
+		uint32_t st = info->job_array[0].job_state;
+
+		pending = (st & JOB_STATE_BASE) == JOB_PENDING && !(st & JOB_COMPLETING);
+	}
+	slurm_free_job_info_msg(info);
+	return pending;
+}
+
+/*
+ * A requeued job waits about two minutes unless its begin time is set to
+ * now, and avoids the bad nodes only once they are excluded. Slurm also
+ * looks at it again only on some event: the job turning pending after its
+ * old run ends is not one, so it could sit until the next periodic pass.
+ * Updating the job once it is pending is such an event. Slurm ends this
+ * batch script meanwhile (TERM, KILL after KillWait); TERM is blocked here
+ * (signalfd), so the driver keeps at it until then.
+ */
+static void nudge_requeued(struct driver *dr, char *bad)
+{
+	bool told = false;
+
+	for (int t = 0; t < 600; t++) {
+		bool pending = pending_again(dr->job_id);
+		job_desc_msg_t jd;
+
+		slurm_init_job_desc_msg(&jd);
+		jd.job_id = dr->job_id;
+		jd.begin_time = time(NULL);
+		jd.exc_nodes = bad;
+		if (slurm_update_job(&jd) == SLURM_SUCCESS) {
+			if (!told)
+				phx_info("job %u requeued%s%s", dr->job_id,
+					 bad ? ", excluding " : "", bad ? bad : "");
+			told = true;
+			if (pending)
+				return;
+		}
+		usleep(100000);
+	}
+}
+
 static int requeue(struct driver *dr, const char *why)
 {
 	char *bad = NULL, **names = calloc(dr->alloc.count, sizeof(*names)), err[256];
@@ -492,24 +541,7 @@ static int requeue(struct driver *dr, const char *why)
 		free(bad);
 		return PHX_EXIT_REQUEUE;
 	}
-	/*
-	 * Once pending, the job may start at once (a requeue otherwise waits
-	 * about two minutes) and avoids the bad nodes.
-	 */
-	for (int t = 0; t < 50; t++) {
-		job_desc_msg_t jd;
-
-		slurm_init_job_desc_msg(&jd);
-		jd.job_id = dr->job_id;
-		jd.begin_time = time(NULL);
-		jd.exc_nodes = bad;
-		if (slurm_update_job(&jd) == SLURM_SUCCESS) {
-			phx_info("job %u requeued%s%s", dr->job_id, bad ? ", excluding " : "",
-				 bad ? bad : "");
-			break;
-		}
-		usleep(100000);
-	}
+	nudge_requeued(dr, bad);
 	free(bad);
 	return PHX_EXIT_REQUEUE;
 }
