@@ -10,19 +10,10 @@ load lib
 setup_file()
 {
 	require_lab
-	LAUNCH=$PHX_BUILD_DIR/launcher/phalanx-launch
-	[ -x "$LAUNCH" ] || {
-		echo "phalanx: cluster tests: $LAUNCH is not built; run make" >&2
-		return 1
-	}
-	export LAUNCH
+	need_launch_lab 2 || return 1
 	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
 	export PROBE=$BATS_TEST_DIRNAME/launch_probe.py
 	export JOB_NAME=phx-roles-tests SLURM_JOB_NAME=phx-roles-tests
-	/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || {
-		echo "phalanx: cluster tests: PyTorch is missing; apt-get install python3-torch" >&2
-		return 1
-	}
 }
 
 teardown()

@@ -14,21 +14,7 @@ load driver_jobs
 setup_file()
 {
 	require_lab
-	LAUNCH=$PHX_BUILD_DIR/launcher/phalanx-launch
-	[ -x "$LAUNCH" ] || {
-		echo "phalanx: cluster tests: $LAUNCH is not built; run make" >&2
-		return 1
-	}
-	[ "$(sinfo -h -N -o %N | sort -u | wc -l)" -ge 5 ] || {
-		echo "phalanx: cluster tests: 75-driver.bats needs a lab of 5 nodes;" \
-		     "run it through tests/cluster/run (it reads '# lab-nodes: 5')" >&2
-		return 1
-	}
-	/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || {
-		echo "phalanx: cluster tests: PyTorch is missing; apt-get install python3-torch" >&2
-		return 1
-	}
-	export LAUNCH
+	need_launch_lab 5 || return 1
 	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
 	export PROBE=$BATS_TEST_DIRNAME/launch_probe.py
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py

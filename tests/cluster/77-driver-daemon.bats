@@ -17,21 +17,7 @@ setup_file()
 {
 	require_lab
 	lab_has_plugin || skip "the lab was brought up with --no-plugin (no job tokens)"
-	LAUNCH=$PHX_BUILD_DIR/launcher/phalanx-launch
-	[ -x "$LAUNCH" ] || {
-		echo "phalanx: cluster tests: $LAUNCH is not built; run make" >&2
-		return 1
-	}
-	[ "$(sinfo -h -N -o %N | sort -u | wc -l)" -ge 5 ] || {
-		echo "phalanx: cluster tests: 77-driver-daemon.bats needs a lab of 5 nodes;" \
-		     "run it through tests/cluster/run (it reads '# lab-nodes: 5')" >&2
-		return 1
-	}
-	/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || {
-		echo "phalanx: cluster tests: PyTorch is missing; apt-get install python3-torch" >&2
-		return 1
-	}
-	export LAUNCH
+	need_launch_lab 5 || return 1
 	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
 	# node2 failed its memory test, node4 is slow (GEMM), the others are fine.
@@ -59,12 +45,7 @@ setup_file()
 		ckptd:
 		  address: "$CKPTD_ADDR"
 	YAML
-	"$PHX_BUILD_DIR/checkpoint/phalanx-ckptd" -c "$CKPTD_DIR/daemon.yaml" \
-		--listen "$CKPTD_ADDR" --socket "$SOCK" --state-dir "$CKPTD_DIR/state" \
-		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" \
-		>>"$CKPTD_DIR/daemon.log" 2>&1 &
-	echo $! >"$CKPTD_DIR/pid"
-	wait_for 10 test -S "$SOCK"
+	start_ckptd -c "$CKPTD_DIR/daemon.yaml"
 }
 
 # A killed node comes back for the next test; no job is left behind.

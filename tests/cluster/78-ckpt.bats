@@ -14,22 +14,13 @@ load lib
 setup_file()
 {
 	require_lab
-	LAUNCH=$PHX_BUILD_DIR/launcher/phalanx-launch
-	[ -x "$LAUNCH" ] || {
-		echo "phalanx: cluster tests: $LAUNCH is not built; run make" >&2
-		return 1
-	}
-	export LAUNCH
+	need_launch_lab 2 || return 1
 	export PHALANX_LIBRARY=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
 	export PYTHONPATH=$BATS_TEST_DIRNAME/../../checkpoint/python
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
 	export JOB_NAME=phx-ckpt-tests SLURM_JOB_NAME=phx-ckpt-tests
 	# Inside node I the lab's nodetmp is node I's own directory.
 	export LAB_DIR=$(dirname "$(dirname "$SLURM_CONF")")
-	/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || {
-		echo "phalanx: cluster tests: PyTorch is missing; apt-get install python3-torch" >&2
-		return 1
-	}
 }
 
 setup()
@@ -204,15 +195,6 @@ node_local()
 	grep -q 'generation 20 cannot be restored on node1 (rank 1 has no good copy); falling back' "$out3"
 	grep -q 'restoring checkpoint generation 15 (every shard verified)' "$out3"
 	check_restores "$out1" "$out3"
-}
-
-corrupt()
-{
-	local f=$1 off b
-	off=$(($(stat -c %s "$f") / 2))
-	b=$(od -An -tu1 -j "$off" -N1 "$f" | tr -d ' ')
-	# The byte's complement: always a change.
-	printf "\\x$(printf %02x $((255 - b)))" | dd of="$f" bs=1 seek="$off" conv=notrunc status=none
 }
 
 @test "a node lost between steps of a job: its ranks restore from the partner's copy" {

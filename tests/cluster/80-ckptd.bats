@@ -40,14 +40,7 @@ teardown_file()
 
 start_daemon()
 {
-	# A killed daemon leaves its socket file; wait for the new one's.
-	rm -f "$CKPTD_DIR/ckptd.sock"
-	"$PHX_BUILD_DIR/checkpoint/phalanx-ckptd" --listen "$CKPTD_ADDR" \
-		--socket "$CKPTD_DIR/ckptd.sock" --state-dir "$CKPTD_DIR/state" \
-		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" --keep 3 \
-		>>"$CKPTD_DIR/daemon.log" 2>&1 &
-	echo $! >"$CKPTD_DIR/pid"
-	wait_for 10 test -S "$CKPTD_DIR/ckptd.sock"
+	start_ckptd --keep 3
 }
 
 stop_daemon()

@@ -47,12 +47,7 @@ setup_file()
 				--timeout 30 "${@:2}"' "$SIM" "$CKPTD_ADDR" "$@"
 	SH
 	chmod 0755 "$CKPTD_DIR/train.sh"
-	"$PHX_BUILD_DIR/checkpoint/phalanx-ckptd" -c "$CKPTD_DIR/phalanx.yaml" \
-		--listen "$CKPTD_ADDR" --socket "$SOCK" --state-dir "$CKPTD_DIR/state" \
-		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" \
-		>>"$CKPTD_DIR/daemon.log" 2>&1 &
-	echo $! >"$CKPTD_DIR/pid"
-	wait_for 10 test -S "$SOCK"
+	start_ckptd -c "$CKPTD_DIR/phalanx.yaml"
 }
 
 teardown_file()

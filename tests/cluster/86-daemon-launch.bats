@@ -15,16 +15,7 @@ setup_file()
 {
 	require_lab
 	lab_has_plugin || skip "the lab was brought up with --no-plugin (no job tokens)"
-	LAUNCH=$PHX_BUILD_DIR/launcher/phalanx-launch
-	[ -x "$LAUNCH" ] || {
-		echo "phalanx: cluster tests: $LAUNCH is not built; run make" >&2
-		return 1
-	}
-	/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || {
-		echo "phalanx: cluster tests: PyTorch is missing; apt-get install python3-torch" >&2
-		return 1
-	}
-	export LAUNCH
+	need_launch_lab 2 || return 1
 	export PHALANX_LIBRARY=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
 	export PYTHONPATH=$BATS_TEST_DIRNAME/../../checkpoint/python
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
@@ -69,12 +60,7 @@ setup_file()
 
 start_daemon()
 {
-	"$PHX_BUILD_DIR/checkpoint/phalanx-ckptd" -c "$CKPTD_DIR/daemon.yaml" \
-		--listen "$CKPTD_ADDR" --socket "$SOCK" --state-dir "$CKPTD_DIR/state" \
-		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" \
-		>>"$CKPTD_DIR/daemon.log" 2>&1 &
-	echo $! >"$CKPTD_DIR/pid"
-	wait_for 10 test -S "$SOCK"
+	start_ckptd -c "$CKPTD_DIR/daemon.yaml"
 }
 
 teardown()

@@ -106,6 +106,52 @@ lab_has_plugin()
 	grep -q '^required .*spank_phalanx' "$(dirname "$SLURM_CONF")/plugstack.conf" 2>/dev/null
 }
 
+# need_launch_lab NODES: what the tests of phalanx-launch with PyTorch
+# need: the launcher built (exported as LAUNCH), a lab of at least NODES
+# nodes, PyTorch. Says what is missing and fails otherwise.
+need_launch_lab()
+{
+	LAUNCH=$PHX_BUILD_DIR/launcher/phalanx-launch
+	[ -x "$LAUNCH" ] || {
+		echo "phalanx: cluster tests: $LAUNCH is not built; run make" >&2
+		return 1
+	}
+	[ "$(sinfo -h -N -o %N | sort -u | wc -l)" -ge "$1" ] || {
+		echo "phalanx: cluster tests: $(basename "$BATS_TEST_FILENAME") needs a lab of $1" \
+		     "nodes; run it through tests/cluster/run (it reads '# lab-nodes: $1')" >&2
+		return 1
+	}
+	/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || {
+		echo "phalanx: cluster tests: PyTorch is missing; apt-get install python3-torch" >&2
+		return 1
+	}
+	export LAUNCH
+}
+
+# start_ckptd [OPTION...]: phalanx-ckptd on the host side of the lab with
+# the lab's key: agents on CKPTD_ADDR, admin socket CKPTD_DIR/ckptd.sock,
+# metrics on CKPTD_METRICS, state, log and pid in CKPTD_DIR; waits for it.
+start_ckptd()
+{
+	# A killed daemon leaves its socket file; wait for the new one's.
+	rm -f "$CKPTD_DIR/ckptd.sock"
+	"$PHX_BUILD_DIR/checkpoint/phalanx-ckptd" "$@" --listen "$CKPTD_ADDR" \
+		--socket "$CKPTD_DIR/ckptd.sock" --state-dir "$CKPTD_DIR/state" \
+		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" \
+		>>"$CKPTD_DIR/daemon.log" 2>&1 &
+	echo $! >"$CKPTD_DIR/pid"
+	wait_for 10 test -S "$CKPTD_DIR/ckptd.sock"
+}
+
+# corrupt FILE: the byte in its middle replaced by its complement (always a change).
+corrupt()
+{
+	local f=$1 off b
+	off=$(($(stat -c %s "$f") / 2))
+	b=$(od -An -tu1 -j "$off" -N1 "$f" | tr -d ' ')
+	printf "\\x$(printf %02x $((255 - b)))" | dd of="$f" bs=1 seek="$off" conv=notrunc status=none
+}
+
 # Comma separated list -> one item per line, sorted.
 split_sorted()
 {

@@ -162,15 +162,6 @@ local_save_failed()
 	[ "$(nsenter -t "$(slurmd_of "$n")" -m cat "$dir/latest")" = "$(printf 'gen-%012d' "$STEPS")" ]
 }
 
-corrupt()
-{
-	local f=$1 off b
-	off=$(($(stat -c %s "$f") / 2))
-	b=$(od -An -tu1 -j "$off" -N1 "$f" | tr -d ' ')
-	# The byte's complement: always a change.
-	printf "\\x$(printf %02x $((255 - b)))" | dd of="$f" bs=1 seek="$off" conv=notrunc status=none
-}
-
 @test "a committed shard corrupted: found at the restore, another copy of the same generation used" {
 	local node n gen shard r
 

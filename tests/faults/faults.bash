@@ -19,20 +19,7 @@ faults_setup_file()
 		     "phalanx-ckptd); bring it up without --no-plugin" >&2
 		return 1
 	}
-	LAUNCH=$PHX_BUILD_DIR/launcher/phalanx-launch
-	[ -x "$LAUNCH" ] || {
-		echo "phalanx: fault tests: $LAUNCH is not built; run make" >&2
-		return 1
-	}
-	[ "$(sinfo -h -N -o %N | sort -u | wc -l)" -ge 5 ] || {
-		echo "phalanx: fault tests: they need a lab of 5 nodes; run them through" \
-		     "tests/cluster/run (it reads '# lab-nodes: N')" >&2
-		return 1
-	}
-	/usr/bin/python3 -c 'import torch.distributed' 2>/dev/null || {
-		echo "phalanx: fault tests: PyTorch is missing; apt-get install python3-torch" >&2
-		return 1
-	}
+	need_launch_lab 7 || return 1
 	export LAUNCH STEPS
 	export PHALANX_LIBRARY=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
 	export PYTHONPATH=$BATS_TEST_DIRNAME/../../checkpoint/python
@@ -83,12 +70,7 @@ faults_teardown_file()
 
 start_daemon()
 {
-	"$PHX_BUILD_DIR/checkpoint/phalanx-ckptd" -c "$CKPTD_DIR/daemon.yaml" \
-		--listen "$CKPTD_ADDR" --socket "$SOCK" --state-dir "$CKPTD_DIR/state" \
-		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" \
-		>>"$CKPTD_DIR/daemon.log" 2>&1 &
-	echo $! >"$CKPTD_DIR/pid"
-	wait_for 10 test -S "$SOCK"
+	start_ckptd -c "$CKPTD_DIR/daemon.yaml"
 }
 
 # submit_train RUN [phalanx-launch options]: the training job on 4 nodes and
