@@ -220,6 +220,7 @@ node_local()
 	[ "$(grep -c 'resumed from generation 20 at step 20' "$out2")" -eq 4 ]
 	check_restores "$out1" "$out2"
 	scancel "$alloc"
+	wait_for 30 job_finished "$alloc"
 }
 
 # step JOB NODES OUT [train.py options]: a step of 2 workers on each of NODES in allocation JOB.

@@ -145,14 +145,15 @@ row()
 		[[ $output == *"phalanx-check is built only when configure finds CUDA and NCCL"* ]]
 		return 0
 	fi
-	run timeout 180 salloc -N4 -J "$JOB_NAME" "$PHALANX" check --config "$CONF" --json
+	# The rows are checked by name: the nodes are named, whatever earlier tests left busy.
+	run timeout 180 salloc -N4 -w "node[1-4]" -J "$JOB_NAME" "$PHALANX" check --config "$CONF" --json
 	show_run
 	[ "$status" -eq 1 ]
 	[ "$(grep -c '"state": "failed"' <<<"$output")" -eq 4 ]
 	[ "$(grep -c '"error": "no usable GPU: ' <<<"$output")" -eq 4 ]
 	! grep -q gemm_tflops <<<"$output"
 	! grep -q busbw_gbps <<<"$output"
-	run timeout 180 salloc -N4 -J "$JOB_NAME" "$PHALANX" check --config "$CONF"
+	run timeout 180 salloc -N4 -w "node[1-4]" -J "$JOB_NAME" "$PHALANX" check --config "$CONF"
 	show_run
 	[ "$status" -eq 1 ]
 	for n in node1 node2 node3 node4; do
