@@ -25,21 +25,9 @@ setup_file()
 	export JOB_NAME=phx-driver-daemon
 	export LAB_DIR=$(dirname "$(dirname "$SLURM_CONF")")
 	export LAB_CMD=${LAB_CMD:-$BATS_TEST_DIRNAME/lab}
-	export CKPTD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/phx-driver-daemon.XXXXXX")
-	chmod 0755 "$CKPTD_DIR"
-	export CKPTD_ADDR=10.77.${PHX_LAB_ID:-0}.1:$((17704 + 10 * ${PHX_LAB_ID:-0}))
-	export CKPTD_METRICS=127.0.0.1:$((17705 + 10 * ${PHX_LAB_ID:-0}))
-	export PHX=$PHX_BUILD_DIR/launcher/phalanx
-	export SOCK=$CKPTD_DIR/ckptd.sock
 	# act: true: a node declared lost would be set DOWN and the job
 	# requeued, which is what the driver's report must prevent.
-	cat >"$CKPTD_DIR/daemon.yaml" <<-YAML
-		recovery:
-		  heartbeat_ms: 250
-		  lost_after_ms: 2000
-		  slurm_poll: 1
-		  act: true
-	YAML
+	ckptd_env phx-driver-daemon 17704 true
 	cp "$(dirname "$SLURM_CONF")/phalanx.yaml" "$CKPTD_DIR/phalanx.yaml"
 	cat >>"$CKPTD_DIR/phalanx.yaml" <<-YAML
 		ckptd:

@@ -22,21 +22,9 @@ setup_file()
 	export JOB_NAME=phx-daemon-launch SLURM_JOB_NAME=phx-daemon-launch
 	export LAB_DIR=$(dirname "$(dirname "$SLURM_CONF")")
 	export LAB_CMD=${LAB_CMD:-$BATS_TEST_DIRNAME/lab}
-	export CKPTD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/phx-daemon-launch.XXXXXX")
-	chmod 0755 "$CKPTD_DIR"
-	export CKPTD_ADDR=10.77.${PHX_LAB_ID:-0}.1:$((17704 + 10 * ${PHX_LAB_ID:-0}))
-	export CKPTD_METRICS=127.0.0.1:$((17705 + 10 * ${PHX_LAB_ID:-0}))
-	export PHX=$PHX_BUILD_DIR/launcher/phalanx
-	export SOCK=$CKPTD_DIR/ckptd.sock
 	# act: false: a lost node is declared and accounted, not drained, so
 	# the lab keeps its nodes for the other tests.
-	cat >"$CKPTD_DIR/daemon.yaml" <<-YAML
-		recovery:
-		  heartbeat_ms: 250
-		  lost_after_ms: 2000
-		  slurm_poll: 1
-		  act: false
-	YAML
+	ckptd_env phx-daemon-launch 17704 false
 	cp "$(dirname "$SLURM_CONF")/phalanx.yaml" "$CKPTD_DIR/phalanx.yaml"
 	# sha256 here; phalanx ckpt verify checks xxh3-128 the same way (unit tested).
 	cat >>"$CKPTD_DIR/phalanx.yaml" <<-YAML

@@ -128,6 +128,28 @@ need_launch_lab()
 	export LAUNCH
 }
 
+# ckptd_env NAME PORT ACT: a scratch folder for the tests' phalanx-ckptd
+# (CKPTD_DIR, named after NAME), its agents' address on the lab's bridge
+# and its metrics (ports PORT and PORT + 1, apart for each lab), its admin
+# socket (SOCK), the phalanx command (PHX), and CKPTD_DIR/daemon.yaml:
+# heartbeats every 250 ms, a node lost after 2 s, Slurm polled every
+# second, recovery.act ACT.
+ckptd_env()
+{
+	CKPTD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+	chmod 0755 "$CKPTD_DIR"
+	export CKPTD_DIR CKPTD_ADDR=10.77.${PHX_LAB_ID:-0}.1:$(($2 + 10 * ${PHX_LAB_ID:-0}))
+	export CKPTD_METRICS=127.0.0.1:$(($2 + 1 + 10 * ${PHX_LAB_ID:-0}))
+	export PHX=$PHX_BUILD_DIR/launcher/phalanx SOCK=$CKPTD_DIR/ckptd.sock
+	cat >"$CKPTD_DIR/daemon.yaml" <<-YAML
+		recovery:
+		  heartbeat_ms: 250
+		  lost_after_ms: 2000
+		  slurm_poll: 1
+		  act: $3
+	YAML
+}
+
 # start_ckptd [OPTION...]: phalanx-ckptd on the host side of the lab with
 # the lab's key: agents on CKPTD_ADDR, admin socket CKPTD_DIR/ckptd.sock,
 # metrics on CKPTD_METRICS, state, log and pid in CKPTD_DIR; waits for it.

@@ -26,21 +26,9 @@ faults_setup_file()
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
 	export JOB_NAME=phx-faults
 	export LAB_DIR=$(dirname "$(dirname "$SLURM_CONF")")
-	export PHX=$PHX_BUILD_DIR/launcher/phalanx
-	export CKPTD_DIR=$(mktemp -d "${TMPDIR:-/tmp}/phx-faults.XXXXXX")
-	chmod 0755 "$CKPTD_DIR"
-	export CKPTD_ADDR=10.77.${PHX_LAB_ID:-0}.1:$((17706 + 10 * ${PHX_LAB_ID:-0}))
-	export CKPTD_METRICS=127.0.0.1:$((17707 + 10 * ${PHX_LAB_ID:-0}))
-	export SOCK=$CKPTD_DIR/ckptd.sock
 	# act: false: the job's driver recovers; the daemon keeps the ledger
 	# and the catalog, and leaves the lab's nodes alone.
-	cat >"$CKPTD_DIR/daemon.yaml" <<-YAML
-		recovery:
-		  heartbeat_ms: 250
-		  lost_after_ms: 2000
-		  slurm_poll: 1
-		  act: false
-	YAML
+	ckptd_env phx-faults 17706 false
 	start_daemon
 	# The reference: the same job, uninterrupted.
 	submit_train ref
