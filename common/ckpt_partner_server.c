@@ -80,29 +80,40 @@ static int persist(const struct phx_partner_server *s, const struct phx_partner_
 	return rc;
 }
 
-/* Removes the copies of rank on disk that the store no longer holds. */
+static int newest_first(const void *a, const void *b)
+{
+	unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Removes the copies of rank on disk beyond the newest disk_keep generations. */
 static void collect(struct phx_partner_server *s, uint32_t rank)
 {
+	unsigned keep = s->disk_keep > 2 ? s->disk_keep : 2;
+	unsigned long long gens[256];
 	char dir[4200], path[4500];
 	struct dirent *e;
+	size_t n = 0;
 	DIR *d;
 
 	snprintf(dir, sizeof(dir), "%s/rank-%u", s->dir, rank);
 	d = opendir(dir);
-	while (d && (e = readdir(d))) {
+	while (d && (e = readdir(d)) && n < sizeof(gens) / sizeof(gens[0])) {
 		unsigned long long gen;
 		int end = 0;
 
-		if (sscanf(e->d_name, "gen-%llu%n", &gen, &end) != 1 ||
-		    strcmp(e->d_name + end, ".copy"))
-			continue;
-		if (phx_partner_store_get(&s->store, rank, gen))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
+		if (sscanf(e->d_name, "gen-%llu%n", &gen, &end) == 1 &&
+		    !strcmp(e->d_name + end, ".copy"))
+			gens[n++] = gen;
 	}
 	if (d)
 		closedir(d);
+	qsort(gens, n, sizeof(gens[0]), newest_first);
+	for (size_t i = keep; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/gen-%012llu.copy", dir, gens[i]);
+		unlink(path);
+	}
 }
 
 static void keep(struct phx_partner_server *s, struct phx_partner_copy *c)

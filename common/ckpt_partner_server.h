@@ -7,7 +7,11 @@
  * is given, also writes it there as the signed header followed by the
  * shard ("rank-R/gen-G.copy", atomically), so that the next step's agent
  * on this node can serve it again byte for byte after the step that made
- * it ended. A stalled sender is dropped after a receive timeout.
+ * it ended. The disk keeps the newest disk_keep generations per rank (at
+ * least the two in memory): copies run ahead of the generations the
+ * agents have committed, and the one a relaunch restores may be older
+ * than the newest two. A stalled sender is dropped after a receive
+ * timeout.
  */
 #ifndef PHX_CKPT_PARTNER_SERVER_H
 #define PHX_CKPT_PARTNER_SERVER_H
@@ -26,6 +30,7 @@ struct phx_partner_server {
 	unsigned digest_threads;
 	int timeout_ms; /* a sender silent this long is dropped */
 	char dir[4096]; /* "" = memory only */
+	unsigned disk_keep; /* generations per rank kept in dir; 2 when less */
 	pthread_t thread;
 	pthread_mutex_t mu; /* guards store and the counters */
 	struct phx_partner_store store;

@@ -292,4 +292,11 @@ void phx_linebuf_flush(struct phx_linebuf *lb, phx_line_fn fn, void *arg);
  */
 int phx_errfile_parse(const char *text, char *msg, size_t msglen, char *trace, size_t tracelen);
 
+/*
+ * The message is a collective's error for a peer that went away (gloo's
+ * "Connection closed by peer", NCCL's "remote process exited"): a
+ * failure that follows another's, not a root cause.
+ */
+bool phx_errfile_peer_lost(const char *msg);
+
 #endif

@@ -430,6 +430,8 @@ static int start_server(struct phx_agent *a, struct phx_ckpt *c, struct ck_partn
 		(struct phx_partner_limits){ c->job_id, (uint32_t)c->world, PHX_CKPT_MAX_BYTES };
 	p->srv.digest_threads = c->threads;
 	p->srv.timeout_ms = RECV_TIMEOUT_MS;
+	/* On disk as long as the local tier keeps generations, and the two in flight. */
+	p->srv.disk_keep = c->keep + 2;
 	memcpy(p->srv.dir, p->dir, sizeof(p->srv.dir));
 	if (phx_partner_server_start(&p->srv, a->addrs[a->wire.me.rank], 0, err, sizeof(err)) < 0) {
 		phx_warn("partner copies off on %s: %s", a->node, err);

@@ -90,3 +90,19 @@ int phx_errfile_parse(const char *text, char *msg, size_t msglen, char *trace, s
 	json_object_put(root);
 	return msg[0] ? 0 : -1;
 }
+
+bool phx_errfile_peer_lost(const char *msg)
+{
+	static const char *const peer_lost[] = {
+		"Connection closed by peer", /* gloo */
+		"Connection reset by peer", /* gloo, TCP store */
+		"remote process exited", /* NCCL */
+		"NCCL communicator was aborted", /* NCCL, a peer's abort */
+		NULL,
+	};
+
+	for (const char *const *p = peer_lost; *p; p++)
+		if (strstr(msg, *p))
+			return true;
+	return false;
+}

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/file.h"
 #include "common/heartbeat.h"
 #include "common/log.h"
 #include "launcher/agent_daemon.h"
@@ -173,6 +174,29 @@ void phx_agent_update_report(struct phx_agent *a)
 	}
 }
 
+/*
+ * The worker's error file says it failed because a peer went away (a
+ * collective's connection closed): a consequence, which on a busy node may
+ * be reaped before the failure that caused it, so it ranks after every
+ * worker that failed on its own, as a waiting one does.
+ */
+static bool died_of_a_peer(struct phx_agent *a, const struct phx_worker *w)
+{
+	struct phx_worker_ctx ctx = { .run_dir = a->run_dir, .restart_count = w->restarts };
+	char path[4096], msg[1024], trace[16];
+	char *text = NULL;
+	size_t len;
+	bool peer;
+
+	phx_worker_error_file(&ctx, w->rank, path, sizeof(path));
+	if (phx_file_read(path, 1u << 20, &text, &len) < 0)
+		return false;
+	peer = phx_errfile_parse(text, msg, sizeof(msg), trace, sizeof(trace)) == 0 &&
+	       phx_errfile_peer_lost(msg);
+	free(text);
+	return peer;
+}
+
 static void note_exit(struct phx_agent *a, struct phx_worker *w, int status)
 {
 	w->running = false;
@@ -185,7 +209,7 @@ static void note_exit(struct phx_agent *a, struct phx_worker *w, int status)
 		w->fail_ns = phx_now_ns(CLOCK_REALTIME);
 		w->kind = WIFSIGNALED(status) ? PHX_FAIL_SIGNAL : PHX_FAIL_EXIT;
 		w->code = WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status);
-		w->waiting = false;
+		w->waiting = WIFEXITED(status) && died_of_a_peer(a, w);
 	}
 	phx_agent_update_report(a);
 }

@@ -47,6 +47,7 @@ static void start(struct phx_partner_server *s, const char *dir)
 	s->lim = (struct phx_partner_limits){ .job_id = 5, .nranks = 4, .max_bytes = 1 << 20 };
 	s->digest_threads = 1;
 	s->timeout_ms = 5000;
+	s->disk_keep = 3;
 	snprintf(s->dir, sizeof(s->dir), "%s", dir ? dir : "");
 	if (phx_partner_server_start(s, "127.0.0.1", 0, err, sizeof(err)) < 0)
 		fail_msg("%s", err);
@@ -92,7 +93,10 @@ static int exists(const char *dir, const char *name)
 	return stat(path, &st) == 0;
 }
 
-/* Copies arrive, are held two per rank, on disk too; the disk copy serves a later server. */
+/*
+ * Copies arrive, are held two per rank in memory and disk_keep (3) on disk;
+ * the disk copy serves a later server.
+ */
 static void test_receive_keep_and_serve_again(void **state)
 {
 	struct phx_partner_server s, next;
@@ -105,19 +109,25 @@ static void test_receive_keep_and_serve_again(void **state)
 	start(&s, dir);
 	fd = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
 	assert_true(fd >= 0);
-	for (uint64_t g = 1; g <= 3; g++)
+	for (uint64_t g = 1; g <= 4; g++)
 		send_gen(fd, s.secret, 1, g);
 	send_gen(fd, s.secret, 0, 7);
 	close(fd);
-	wait_for(&s, 4, 0);
+	wait_for(&s, 5, 0);
 	assert_int_equal(phx_partner_server_newest(&s, 1, &gen), 1);
-	assert_int_equal(gen, 3);
+	assert_int_equal(gen, 4);
+	/* In memory: the newest two. */
+	pthread_mutex_lock(&s.mu);
+	assert_null(phx_partner_store_get(&s.store, 1, 2));
+	assert_non_null(phx_partner_store_get(&s.store, 1, 3));
+	pthread_mutex_unlock(&s.mu);
 	assert_int_equal(phx_partner_server_newest(&s, 0, &gen), 1);
 	assert_int_equal(gen, 7);
 	assert_int_equal(phx_partner_server_newest(&s, 2, &gen), 0);
 	assert_false(exists(dir, "rank-1/gen-000000000001.copy"));
 	assert_true(exists(dir, "rank-1/gen-000000000002.copy"));
 	assert_true(exists(dir, "rank-1/gen-000000000003.copy"));
+	assert_true(exists(dir, "rank-1/gen-000000000004.copy"));
 	assert_true(exists(dir, "rank-0/gen-000000000007.copy"));
 	phx_partner_server_stop(&s);
 
@@ -125,12 +135,12 @@ static void test_receive_keep_and_serve_again(void **state)
 	start(&next, NULL);
 	fd = phx_partner_connect("127.0.0.1", next.port, 5000, err, sizeof(err));
 	assert_true(fd >= 0);
-	snprintf(path, sizeof(path), "%s/rank-1/gen-000000000003.copy", dir);
+	snprintf(path, sizeof(path), "%s/rank-1/gen-000000000002.copy", dir);
 	assert_int_equal(phx_partner_send_file(fd, path), 0);
 	close(fd);
 	wait_for(&next, 1, 0);
 	assert_int_equal(phx_partner_server_newest(&next, 1, &gen), 1);
-	assert_int_equal(gen, 3);
+	assert_int_equal(gen, 2);
 	phx_partner_server_stop(&next);
 	assert_int_equal(phx_scratch_remove(dir), 0);
 }

@@ -260,6 +260,14 @@ static void test_errfile(void **state)
 			 0);
 	assert_string_equal(msg, "not json");
 	assert_int_equal(phx_errfile_parse("\n", msg, sizeof(msg), trace, sizeof(trace)), -1);
+	/* A peer's death seen by a collective is a consequence, not a root cause. */
+	assert_true(phx_errfile_peer_lost(
+		"RuntimeError: [./gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+		"[10.77.1.12]:9404"));
+	assert_true(phx_errfile_peer_lost("NCCL error: remote process exited or there was a "
+					  "network error"));
+	assert_false(phx_errfile_peer_lost("ValueError: injected failure on rank 3 at step 2"));
+	assert_false(phx_errfile_peer_lost(""));
 }
 
 int main(void)
