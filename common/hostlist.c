@@ -59,9 +59,9 @@ int phx_hostlist_expand(const char *expr, struct phx_hostnames *out, char *err, 
 		phx_hostnames_free(out);
 		return -1;
 	}
-	/* Slurm passes unbalanced brackets through as part of a name. */
+	/* Slurm passes unbalanced brackets through as part of a name, or as none. */
 	for (size_t i = 0; i < out->count; i++) {
-		if (strpbrk(out->names[i], "[]")) {
+		if (!out->names[i][0] || strpbrk(out->names[i], "[]")) {
 			snprintf(err, errlen,
 				 "bad host list '%.200s': unbalanced brackets; use Slurm syntax "
 				 "such as 'node[01-04,7]'",

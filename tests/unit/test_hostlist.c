@@ -53,6 +53,7 @@ static void test_expand_refuses(void **state)
 	expect_refused(NULL, "empty host list");
 	expect_refused("node[1-", "unbalanced brackets");
 	expect_refused("node1]", "unbalanced brackets");
+	expect_refused("[", "unbalanced brackets");
 	expect_refused("node[a-b]", "bad host list");
 	/* A typo that would name millions of hosts. */
 	expect_refused("n[0-9999999]", "n[0-9999999]");
