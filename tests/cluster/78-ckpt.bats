@@ -207,8 +207,10 @@ node_local()
 	cat "$out1"
 	grep -q 'partner copies on' "$out1"
 	grep -q 'checkpoint generation 20 committed in the local tier on all 2 nodes' "$out1"
-	# node1 keeps node2's shards (ranks 2 and 3), the newest two generations.
-	ls "$(node_local 1)/partner/rank-2" | tr '\n' ' ' | grep -q '^gen-000000000016.copy gen-000000000021.copy $'
+	# node1 keeps node2's shards (ranks 2 and 3) on disk while the local tier
+	# keeps their generations: keep (2) + 2, here every save (steps 5-20).
+	ls "$(node_local 1)/partner/rank-2" | tr '\n' ' ' |
+		grep -q '^gen-000000000006.copy gen-000000000011.copy gen-000000000016.copy gen-000000000021.copy $'
 	# node2 is gone; node3 runs its ranks and has never seen them.
 	step "$alloc" node1,node3 "$out2" --steps 25
 	cat "$out2"
