@@ -106,9 +106,13 @@ static void hang_check(struct phx_agent *a, struct phx_worker **evidence)
 		struct phx_worker *w = &a->w[i];
 		char st;
 
-		/* Only workers that report progress can be seen not to. */
+		/*
+		 * Only workers that report progress can be seen not to. A beat
+		 * after now was read is newer than now: not a wrapped-around age.
+		 */
 		phx_hb_read(a->hb, i, &snap);
-		if (!w->running || w->failed || !snap.beat_ns || now - snap.beat_ns < limit)
+		if (!w->running || w->failed || !snap.beat_ns || snap.beat_ns >= now ||
+		    now - snap.beat_ns < limit)
 			continue;
 		st = proc_state(w->pid);
 		if (better && !is_stuck(st))
