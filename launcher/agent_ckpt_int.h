@@ -168,7 +168,12 @@ size_t ck_partner_steps(const struct phx_ckpt *c, long max, long *steps, size_t 
 /* rank's shard of step from a received copy into b: 0, or -1 when none. */
 int ck_partner_load(struct phx_ckpt *c, unsigned long rank, long step, struct ck_buf *b);
 
-/* agent_ckpt_restore.c: the newest generation <= max whose local shards verify. */
+/*
+ * agent_ckpt_restore.c: generation step of tier t is published (its
+ * manifest is there) and, file not NULL, holds that file.
+ */
+bool ck_published(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, const char *file);
+/* The newest generation <= max whose local shards verify. */
 long ck_restore_find(struct phx_ckpt *c, long max);
 /* A memfd buffer of at least len bytes, mapped. 0 or -1. */
 int ck_buf_alloc(struct phx_ckpt *c, struct ck_buf *b, size_t len);

@@ -48,21 +48,6 @@ struct announce {
 
 /* ------------------------------------------------------------ this node's copies */
 
-/* The generation directory of step in the local tier has its manifest: it was published. */
-static bool published_here(const struct phx_ckpt *c, long step, const char *file)
-{
-	char dir[4200], path[4600];
-
-	ck_gen_dir(c, PHX_TIER_LOCAL, step, dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/manifest.json", dir);
-	if (access(path, F_OK) < 0)
-		return false;
-	if (!file)
-		return true;
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	return access(path, F_OK) == 0;
-}
-
 /* Newest copy per rank under dir/rank-R/ whose header verifies and whose generation published. */
 static size_t scan_held(const struct phx_ckpt *c, const struct ck_partner *p, unsigned long *rank,
 			long *step, size_t cap)
@@ -103,7 +88,8 @@ static size_t scan_held(const struct phx_ckpt *c, const struct ck_partner *p, un
 						   sizeof(err)) < 0 ||
 			    h.rank != r || h.step > (uint64_t)LONG_MAX)
 				continue;
-			if ((long)h.step > best && published_here(c, (long)h.step, NULL))
+			if ((long)h.step > best &&
+			    ck_published(c, PHX_TIER_LOCAL, (long)h.step, NULL))
 				best = (long)h.step;
 		}
 		if (rd)
@@ -130,7 +116,7 @@ static long local_newest(const struct phx_ckpt *c, unsigned long rank)
 	while (d && (e = readdir(d))) {
 		long s = phx_ckpt_gen_parse(e->d_name);
 
-		if (s > best && published_here(c, s, file))
+		if (s > best && ck_published(c, PHX_TIER_LOCAL, s, file))
 			best = s;
 	}
 	if (d)

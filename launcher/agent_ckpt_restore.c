@@ -190,21 +190,18 @@ static int restore_slot(struct phx_ckpt *c, unsigned i, long step)
 	return -1;
 }
 
-/* Published somewhere: a generation directory with a manifest in it. */
-static bool published(const char *tier_dir, const char *name)
+bool ck_published(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, const char *file)
 {
-	char dir[4400];
-	struct dirent *e;
-	bool found = false;
-	DIR *d;
+	char dir[4200], path[4600];
 
-	snprintf(dir, sizeof(dir), "%s/%s", tier_dir, name);
-	d = opendir(dir);
-	while (d && !found && (e = readdir(d)))
-		found = !strcmp(e->d_name, "manifest.json");
-	if (d)
-		closedir(d);
-	return found;
+	ck_gen_dir(c, t, step, dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/manifest.json", dir);
+	if (access(path, F_OK) < 0)
+		return false;
+	if (!file)
+		return true;
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	return access(path, F_OK) == 0;
 }
 
 static size_t list_gens(const struct phx_ckpt *c, long max, long *steps, size_t cap)
@@ -221,7 +218,8 @@ static size_t list_gens(const struct phx_ckpt *c, long max, long *steps, size_t 
 
 			for (size_t k = 0; k < n; k++)
 				dup |= steps[k] == s;
-			if (s >= 0 && s <= max && !dup && published(c->dir[t], e->d_name))
+			if (s >= 0 && s <= max && !dup &&
+			    ck_published(c, (enum phx_ckpt_tier)t, s, NULL))
 				steps[n++] = s;
 		}
 		if (d)
