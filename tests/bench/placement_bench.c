@@ -13,7 +13,10 @@
  * leaves (cabling that does not follow the names, common after repairs
  * and extensions). For each case it prints the plan's cost over the lower
  * bound, its cost over Slurm's host-name order, how much more cross-leaf
- * traffic the host-name order sends, and the time phx_place() took (the
+ * traffic the host-name order sends, the most any placement keeping the
+ * tp x cp x ep blocks whole could achieve on that (xl-max: host-name
+ * order's cross-leaf traffic over cross_leaf_floor()), and the time
+ * phx_place() took (the
  * best of three runs: processor time of the calling thread, which the
  * targets are checked against, and wall-clock time, which on a shared
  * machine also counts waiting for a processor), then which targets the case
@@ -210,6 +213,75 @@ static unsigned leaves_used(const struct phx_plan *plan)
 	return n;
 }
 
+/*
+ * The least cross-leaf traffic (MiB per step, as the planner counts it) of
+ * any placement that keeps each tp x cp x ep block on whole nodes of one
+ * leaf, except for what the leaves' leftover nodes force apart. Such a
+ * block is a cell: the layout is then a grid of D data-parallel replicas x
+ * P pipeline stages of cells, every lane (a rank's place inside its cell)
+ * with its own data-parallel groups and pipeline chains. A leaf holding
+ * cells of g distinct stages adds g leaves to those stages' data-parallel
+ * groups, and its w cells form at least ceil(w / g) chain segments, so at
+ * most w - ceil(w / g) pipeline hops stay in it; each leaf's best g bounds
+ * what it can save. A block split over leaves sends each of its groups
+ * that spans nodes over two leaves at least. 0 when the layout is not made
+ * of whole-node cells.
+ */
+static uint64_t cross_leaf_floor(const struct phx_plan *plan)
+{
+	const struct phx_layout *l = &plan->layout;
+	const uint64_t *mib = plan->traffic.mib;
+	unsigned long lanes = l->size[PHX_DIM_TP] * l->size[PHX_DIM_CP] * l->size[PHX_DIM_EP];
+	unsigned long D = l->size[PHX_DIM_DP], P = l->size[PHX_DIM_PP], cell, split = 0;
+	unsigned long *count = calloc(plan->n_nodes + 1, sizeof(*count)), biggest = 0;
+	uint64_t floor_mib = P > 1 ? mib[PHX_DIM_PP] * lanes * (P - 1) * D : 0, split_mib = 0;
+	int64_t saved = 0;
+
+	if (!count || lanes % plan->gpus_per_node) {
+		free(count);
+		return 0;
+	}
+	cell = lanes / plan->gpus_per_node;
+	/* Nodes in use per leaf, the leaf named by its first node. */
+	for (size_t i = 0; i < plan->n_nodes; i++) {
+		size_t j = 0;
+
+		if (plan->nodes[i].flags & PHX_PLAN_NODE_SPARE)
+			continue;
+		while (j < i && strcmp(plan->nodes[j].leaf, plan->nodes[i].leaf))
+			j++;
+		count[j]++;
+	}
+	for (size_t i = 0; i < plan->n_nodes; i++) {
+		split += count[i] % cell;
+		biggest = count[i] / cell > biggest ? count[i] / cell : biggest;
+	}
+	for (size_t i = 0; i < plan->n_nodes; i++) {
+		unsigned long w = count[i] / cell;
+		int64_t best = INT64_MAX;
+
+		for (unsigned long g = 1; w && g <= P; g++) {
+			/* A leaf that could hold a whole stage may keep its groups off the uplinks.
+			 */
+			uint64_t stages = D > 1 && biggest < D ? (g < w ? g : w) : 0;
+			int64_t v = (int64_t)(mib[PHX_DIM_DP] * stages) -
+				    (int64_t)(mib[PHX_DIM_PP] * (w - (w + g - 1) / g));
+
+			best = v < best ? v : best;
+		}
+		if (w)
+			saved += best * (int64_t)lanes;
+	}
+	for (int d = PHX_DIM_TP; d <= PHX_DIM_EP; d++) {
+		if (l->size[d] > 1 &&
+		    phx_layout_stride(l, (enum phx_dim)d) * l->size[d] > plan->gpus_per_node)
+			split_mib += lanes / l->size[d] * mib[d] * 2;
+	}
+	floor_mib += (split + cell - 1) / cell * split_mib;
+	free(count);
+	return saved < 0 && (uint64_t)-saved > floor_mib ? 0 : floor_mib + (uint64_t)saved;
+}
+
 static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 {
 	const struct fabric_kind *k = !strcmp(c->fabric, "ib") ? &kinds[0] : &kinds[1];
@@ -219,7 +291,8 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 	struct phx_fabric *fab = NULL;
 	struct phx_plan *plan = NULL;
 	struct phx_layout layout;
-	double ms = 0, cpu = 0, vs_lb, vs_host, cross;
+	double ms = 0, cpu = 0, vs_lb, vs_host, cross, ceiling;
+	uint64_t xl_floor;
 	bool lb_ok, cross_ok, time_ok, timed;
 	int rc = -1;
 
@@ -272,15 +345,18 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 	cross = plan->cost.cross_leaf_mib
 			? (double)plan->hostname.cross_leaf_mib / (double)plan->cost.cross_leaf_mib
 			: 0;
+	xl_floor = cross_leaf_floor(plan);
+	ceiling = xl_floor ? (double)plan->hostname.cross_leaf_mib / (double)xl_floor : 0;
 	lb_ok = vs_lb <= 1.05;
 	/* No cross-leaf traffic at all meets the target. */
 	cross_ok = !plan->cost.cross_leaf_mib || cross >= 1.5;
 	timed = c->gpus >= 16384;
 	time_ok = c->gpus >= 131072 ? cpu < 1000 : !timed || cpu < 50;
-	printf("%-6s %-6s %7lu %-22s %6u %8.4f %8.4f %8.2fx %8.1f %8.1f  %-4s %-4s %-4s  %s\n",
+	printf("%-6s %-6s %7lu %-22s %6u %8.4f %8.4f %8.2fx %7.2fx %8.1f %8.1f  %-4s %-4s %-4s  "
+	       "%s\n",
 	       c->fabric, namings[mixed], c->gpus, c->layout, leaves_used(plan), vs_lb, vs_host,
-	       cross, cpu, ms, verdict(lb_ok), verdict(cross_ok), timed ? verdict(time_ok) : "-",
-	       plan->strategy);
+	       cross, ceiling, cpu, ms, verdict(lb_ok), verdict(cross_ok),
+	       timed ? verdict(time_ok) : "-", plan->strategy);
 	t->cases++;
 	t->bound_ok += lb_ok;
 	t->cross_ok += cross_ok;
@@ -319,9 +395,9 @@ int main(int argc, char **argv)
 	       "cross-leaf / plan >= 1.5x (xl), processor time < 50 ms at 16k GPUs and < 1 s at "
 	       "128k (t)\n",
 	       seed);
-	printf("%-6s %-6s %7s %-22s %6s %8s %8s %9s %8s %8s  %-4s %-4s %-4s  %s\n", "fabric",
-	       "naming", "gpus", "layout", "leaves", "cost/lb", "cost/hn", "hn-xleaf", "cpu-ms",
-	       "wall-ms", "lb", "xl", "t", "strategy");
+	printf("%-6s %-6s %7s %-22s %6s %8s %8s %9s %8s %8s %8s  %-4s %-4s %-4s  %s\n", "fabric",
+	       "naming", "gpus", "layout", "leaves", "cost/lb", "cost/hn", "hn-xleaf", "xl-max",
+	       "cpu-ms", "wall-ms", "lb", "xl", "t", "strategy");
 	for (int m = 0; m < 2; m++) {
 		if (naming && strcmp(naming, namings[m]))
 			continue;
