@@ -230,7 +230,7 @@ static unsigned leaves_used(const struct phx_plan *plan)
 static uint64_t cross_leaf_floor(const struct phx_plan *plan)
 {
 	const struct phx_layout *l = &plan->layout;
-	const uint64_t *mib = plan->traffic.mib;
+	const unsigned long *mib = plan->traffic.mib;
 	unsigned long lanes = l->size[PHX_DIM_TP] * l->size[PHX_DIM_CP] * l->size[PHX_DIM_EP];
 	unsigned long D = l->size[PHX_DIM_DP], P = l->size[PHX_DIM_PP], cell, split = 0;
 	unsigned long *count = calloc(plan->n_nodes + 1, sizeof(*count)), biggest = 0;
