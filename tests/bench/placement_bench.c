@@ -199,18 +199,36 @@ out:
 	return names;
 }
 
-static unsigned leaves_used(const struct phx_plan *plan)
+static int by_name(const void *x, const void *y)
 {
-	unsigned n = 0;
+	return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
 
-	for (size_t i = 0; i < plan->n_nodes; i++) {
-		size_t j = 0;
+/* Nodes in use per leaf, in leaf-name order; NULL when out of memory. */
+static unsigned long *leaf_sizes(const struct phx_plan *plan, size_t *n_leaves)
+{
+	const char **leaf = calloc(plan->n_nodes + 1, sizeof(*leaf));
+	unsigned long *size = calloc(plan->n_nodes + 1, sizeof(*size));
+	size_t n = 0;
 
-		while (j < i && strcmp(plan->nodes[j].leaf, plan->nodes[i].leaf))
-			j++;
-		n += j == i;
+	*n_leaves = 0;
+	if (!leaf || !size) {
+		free(leaf);
+		free(size);
+		return NULL;
 	}
-	return n;
+	for (size_t i = 0; i < plan->n_nodes; i++) {
+		if (!(plan->nodes[i].flags & PHX_PLAN_NODE_SPARE))
+			leaf[n++] = plan->nodes[i].leaf;
+	}
+	qsort(leaf, n, sizeof(*leaf), by_name);
+	for (size_t i = 0; i < n; i++) {
+		if (!i || strcmp(leaf[i - 1], leaf[i]))
+			(*n_leaves)++;
+		size[*n_leaves - 1]++;
+	}
+	free(leaf);
+	return size;
 }
 
 /*
@@ -225,38 +243,27 @@ static unsigned leaves_used(const struct phx_plan *plan)
  * most w - ceil(w / g) pipeline hops stay in it; each leaf's best g bounds
  * what it can save. A block split over leaves sends each of its groups
  * that spans nodes over two leaves at least. 0 when the layout is not made
- * of whole-node cells.
+ * of whole-node cells. count[] holds the nodes in use per leaf.
  */
-static uint64_t cross_leaf_floor(const struct phx_plan *plan)
+static uint64_t cross_leaf_floor(const struct phx_plan *plan, const unsigned long *count,
+				 size_t n_leaves)
 {
 	const struct phx_layout *l = &plan->layout;
 	const unsigned long *mib = plan->traffic.mib;
 	unsigned long lanes = l->size[PHX_DIM_TP] * l->size[PHX_DIM_CP] * l->size[PHX_DIM_EP];
 	unsigned long D = l->size[PHX_DIM_DP], P = l->size[PHX_DIM_PP], cell, split = 0;
-	unsigned long *count = calloc(plan->n_nodes + 1, sizeof(*count)), biggest = 0;
+	unsigned long biggest = 0;
 	uint64_t floor_mib = P > 1 ? mib[PHX_DIM_PP] * lanes * (P - 1) * D : 0, split_mib = 0;
 	int64_t saved = 0;
 
-	if (!count || lanes % plan->gpus_per_node) {
-		free(count);
+	if (lanes % plan->gpus_per_node)
 		return 0;
-	}
 	cell = lanes / plan->gpus_per_node;
-	/* Nodes in use per leaf, the leaf named by its first node. */
-	for (size_t i = 0; i < plan->n_nodes; i++) {
-		size_t j = 0;
-
-		if (plan->nodes[i].flags & PHX_PLAN_NODE_SPARE)
-			continue;
-		while (j < i && strcmp(plan->nodes[j].leaf, plan->nodes[i].leaf))
-			j++;
-		count[j]++;
-	}
-	for (size_t i = 0; i < plan->n_nodes; i++) {
+	for (size_t i = 0; i < n_leaves; i++) {
 		split += count[i] % cell;
 		biggest = count[i] / cell > biggest ? count[i] / cell : biggest;
 	}
-	for (size_t i = 0; i < plan->n_nodes; i++) {
+	for (size_t i = 0; i < n_leaves; i++) {
 		unsigned long w = count[i] / cell;
 		int64_t best = INT64_MAX;
 
@@ -278,7 +285,6 @@ static uint64_t cross_leaf_floor(const struct phx_plan *plan)
 			split_mib += lanes / l->size[d] * mib[d] * 2;
 	}
 	floor_mib += (split + cell - 1) / cell * split_mib;
-	free(count);
 	return saved < 0 && (uint64_t)-saved > floor_mib ? 0 : floor_mib + (uint64_t)saved;
 }
 
@@ -293,6 +299,8 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 	struct phx_layout layout;
 	double ms = 0, cpu = 0, vs_lb, vs_host, cross, ceiling;
 	uint64_t xl_floor;
+	unsigned long *sizes = NULL;
+	size_t n_leaves;
 	bool lb_ok, cross_ok, time_ok, timed;
 	int rc = -1;
 
@@ -345,7 +353,12 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 	cross = plan->cost.cross_leaf_mib
 			? (double)plan->hostname.cross_leaf_mib / (double)plan->cost.cross_leaf_mib
 			: 0;
-	xl_floor = cross_leaf_floor(plan);
+	sizes = leaf_sizes(plan, &n_leaves);
+	if (!sizes) {
+		fprintf(stderr, "phalanx: bench: out of memory\n");
+		goto out;
+	}
+	xl_floor = cross_leaf_floor(plan, sizes, n_leaves);
 	ceiling = xl_floor ? (double)plan->hostname.cross_leaf_mib / (double)xl_floor : 0;
 	lb_ok = vs_lb <= 1.05;
 	/* No cross-leaf traffic at all meets the target. */
@@ -354,7 +367,7 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 	time_ok = c->gpus >= 131072 ? cpu < 1000 : !timed || cpu < 50;
 	printf("%-6s %-6s %7lu %-22s %6u %8.4f %8.4f %8.2fx %7.2fx %8.1f %8.1f  %-4s %-4s %-4s  "
 	       "%s\n",
-	       c->fabric, namings[mixed], c->gpus, c->layout, leaves_used(plan), vs_lb, vs_host,
+	       c->fabric, namings[mixed], c->gpus, c->layout, (unsigned)n_leaves, vs_lb, vs_host,
 	       cross, ceiling, cpu, ms, verdict(lb_ok), verdict(cross_ok),
 	       timed ? verdict(time_ok) : "-", plan->strategy);
 	t->cases++;
@@ -364,6 +377,7 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 	t->time_ok += timed && time_ok;
 	rc = 0;
 out:
+	free(sizes);
 	for (size_t i = 0; names && i < nodes; i++)
 		free(names[i]);
 	free(names);
