@@ -145,15 +145,18 @@ static char *topology_conf(const struct fabric_kind *k, unsigned leaves, bool mi
 	return t;
 }
 
-/* Leaves in random order, a random count of free nodes in each. */
+/*
+ * Leaves in random order, a random count of free nodes in each; when one
+ * round over the leaves is not enough, another frees more of them.
+ */
 static char **allocate(const struct fabric_kind *k, unsigned leaves, bool mixed, size_t need)
 {
 	char **names = calloc(need, sizeof(*names));
 	unsigned *order = calloc(leaves, sizeof(*order));
-	unsigned char *take = calloc(k->leaf_nodes, 1);
+	unsigned char *take = calloc(k->leaf_nodes, 1), *taken = calloc(leaves, k->leaf_nodes);
 	size_t n = 0;
 
-	if (!names || !order || !take)
+	if (!names || !order || !take || !taken)
 		goto out;
 	for (unsigned l = 0; l < leaves; l++)
 		order[l] = l;
@@ -163,8 +166,9 @@ static char **allocate(const struct fabric_kind *k, unsigned leaves, bool mixed,
 		order[l - 1] = order[j];
 		order[j] = t;
 	}
-	for (unsigned i = 0; i < leaves && n < need; i++) {
-		unsigned free_nodes = 1 + (unsigned)(rng() % k->leaf_nodes);
+	for (unsigned i = 0; i < 4 * leaves && n < need; i++) {
+		unsigned free_nodes = 1 + (unsigned)(rng() % k->leaf_nodes), l = order[i % leaves];
+		unsigned char *was = taken + (size_t)l * k->leaf_nodes;
 
 		memset(take, 0, k->leaf_nodes);
 		for (unsigned f = 0; f < free_nodes; f++)
@@ -172,10 +176,10 @@ static char **allocate(const struct fabric_kind *k, unsigned leaves, bool mixed,
 		for (unsigned x = 0; x < k->leaf_nodes && n < need; x++) {
 			char name[32];
 
-			if (!take[x])
+			if (!take[x] || was[x])
 				continue;
-			snprintf(name, sizeof(name), "n%06u",
-				 node_id(k, leaves, mixed, order[i], x));
+			was[x] = 1;
+			snprintf(name, sizeof(name), "n%06u", node_id(k, leaves, mixed, l, x));
 			names[n++] = strdup(name);
 		}
 	}
@@ -190,6 +194,7 @@ static char **allocate(const struct fabric_kind *k, unsigned leaves, bool mixed,
 out:
 	free(order);
 	free(take);
+	free(taken);
 	if (n < need) {
 		for (size_t i = 0; i < n; i++)
 			free(names[i]);
@@ -359,6 +364,17 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 		goto out;
 	}
 	xl_floor = cross_leaf_floor(plan, sizes, n_leaves);
+	/* Both maps keep their blocks whole where they can: neither may beat the floor. */
+	if (plan->cost.cross_leaf_mib < xl_floor || plan->hostname.cross_leaf_mib < xl_floor) {
+		fprintf(stderr,
+			"phalanx: bench: a map sends %llu MiB across leaves, below the floor of "
+			"%llu MiB: cross_leaf_floor() is wrong for %s\n",
+			(unsigned long long)(plan->cost.cross_leaf_mib < xl_floor
+						     ? plan->cost.cross_leaf_mib
+						     : plan->hostname.cross_leaf_mib),
+			(unsigned long long)xl_floor, c->layout);
+		goto out;
+	}
 	ceiling = xl_floor ? (double)plan->hostname.cross_leaf_mib / (double)xl_floor : 0;
 	lb_ok = vs_lb <= 1.05;
 	/* No cross-leaf traffic at all meets the target. */
