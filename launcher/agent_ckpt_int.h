@@ -32,6 +32,15 @@ struct ck_buf {
 	uint64_t begin_ns; /* the worker's BEGIN (CLOCK_MONOTONIC): its stall ends at COMMIT */
 };
 
+/*
+ * A saved step's generation number, as manifests, partner copies and the
+ * daemon know it: step + 1, so that step 0 is generation 1 and 0 means none.
+ */
+static inline uint64_t ck_gen_of(long step)
+{
+	return (uint64_t)step + 1;
+}
+
 /* ck_slot.loaded when the shard came from a partner's copy, not a tier. */
 #define CK_FROM_PARTNER PHX_TIER_COUNT
 

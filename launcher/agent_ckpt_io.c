@@ -365,7 +365,7 @@ char *ck_manifest_build(const struct phx_ckpt *c, const struct ck_gen *g, enum p
 
 	phx_ckpt_gen_name(g->step, gen, sizeof(gen));
 	/* Generations count from 1; a save at step 0 (on request) is generation 1. */
-	if (phx_manifest_init(&m, c->job_id, (uint64_t)g->step + 1, (uint64_t)g->step, c->layout,
+	if (phx_manifest_init(&m, c->job_id, ck_gen_of(g->step), (uint64_t)g->step, c->layout,
 			      (uint32_t)c->world, err, sizeof(err)) < 0)
 		goto fail;
 	for (unsigned long r = 0; r < c->world; r++) {

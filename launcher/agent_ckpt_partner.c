@@ -274,7 +274,7 @@ static void copy_path(const struct ck_partner *p, unsigned long rank, long step,
 		      size_t len)
 {
 	snprintf(buf, len, "%s/rank-%lu/gen-%012llu.copy", p->dir, rank,
-		 (unsigned long long)step + 1);
+		 (unsigned long long)ck_gen_of(step));
 }
 
 /* This agent's kept copies that another node needs now, one connection per node. */
@@ -323,7 +323,7 @@ static bool arrived(struct ck_partner *p, unsigned long rank, long step)
 	bool ok;
 
 	pthread_mutex_lock(&p->srv.mu);
-	ok = phx_partner_store_get(&p->srv.store, (uint32_t)rank, (uint64_t)step + 1) != NULL;
+	ok = phx_partner_store_get(&p->srv.store, (uint32_t)rank, ck_gen_of(step)) != NULL;
 	pthread_mutex_unlock(&p->srv.mu);
 	return ok;
 }

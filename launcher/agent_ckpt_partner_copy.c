@@ -43,7 +43,7 @@ void ck_partner_send(struct phx_ckpt *c, const struct ck_job *j)
 		.job_id = c->job_id,
 		.rank = (uint32_t)j->rank,
 		.step = (uint64_t)j->step,
-		.gen = (uint64_t)j->step + 1,
+		.gen = ck_gen_of(j->step),
 		.bytes = j->len,
 		.algo = c->algo,
 	};
@@ -110,7 +110,7 @@ int ck_partner_load(struct phx_ckpt *c, unsigned long rank, long step, struct ck
 	if (!p || !p->serving)
 		return -1;
 	pthread_mutex_lock(&p->srv.mu);
-	cp = phx_partner_store_get(&p->srv.store, (uint32_t)rank, (uint64_t)step + 1);
+	cp = phx_partner_store_get(&p->srv.store, (uint32_t)rank, ck_gen_of(step));
 	if (!cp || cp->hdr.step != (uint64_t)step || cp->hdr.algo != c->algo)
 		goto out;
 	if (b->fd < 0 || b->cap < cp->hdr.bytes) {

@@ -67,7 +67,7 @@ static long fill_mine(struct phx_agent *a, const struct ck_gen *g, enum phx_ckpt
 static void report_costs(struct phx_agent *a, const struct ck_gen *g, enum phx_ckpt_tier t)
 {
 	struct phx_daemon *d = a->daemon;
-	uint64_t gen = (uint64_t)g->step + 1;
+	uint64_t gen = ck_gen_of(g->step);
 
 	if (t == PHX_TIER_MEMORY && g->nstaged)
 		phx_ckpt_client_event(d->client, "save", NULL, gen, g->stall_ns / 1000, g->bytes);
@@ -93,8 +93,7 @@ void phx_daemon_ckpt_commit(struct phx_agent *a, const struct ck_gen *g, int tie
 		report_costs(a, g, t);
 	if (!d || t == PHX_TIER_MEMORY || !g || !(g->written & (1u << t)) || g->have < c->world)
 		return;
-	/* Generation numbers are the manifests' (step + 1): one per saved step. */
-	gen = (uint64_t)g->step + 1;
+	gen = ck_gen_of(g->step);
 	if (gen <= d->prepared_gen)
 		return;
 	if (phx_manifest_init(&m, c->job_id, gen, (uint64_t)g->step, c->layout, (uint32_t)c->world,
