@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +32,7 @@ struct phx_xid_watch {
 	char buf[8192]; /* a partial line of a plain log file */
 	size_t len;
 	uint64_t next_ns;
+	bool records; /* a device like /dev/kmsg: each read returns one whole record */
 };
 
 void phx_agent_xid_open(struct phx_agent *a)
@@ -38,6 +40,7 @@ void phx_agent_xid_open(struct phx_agent *a)
 	struct phx_health_ctx ctx = { .node = a->node };
 	const char *pattern = a->conf.launcher.kernel_log;
 	struct phx_xid_watch *x;
+	struct stat st;
 
 	if (!pattern || !*pattern)
 		return;
@@ -59,6 +62,7 @@ void phx_agent_xid_open(struct phx_agent *a)
 		free(x);
 		return;
 	}
+	x->records = fstat(x->fd, &st) == 0 && S_ISCHR(st.st_mode);
 	/* Only what is logged from now on: /dev/kmsg and plain files both seek to the end. */
 	lseek(x->fd, 0, SEEK_END);
 	a->xid = x;
@@ -122,9 +126,8 @@ void phx_agent_xid_poll(struct phx_agent *a)
 		if (n <= 0)
 			break;
 		x->len += (size_t)n;
-		/* /dev/kmsg records end with a newline; make sure a record is a line. */
-		if (x->len < sizeof(x->buf) && x->buf[x->len - 1] != '\n' &&
-		    !strncmp(x->path, "/dev/", 5))
+		/* A record is a line even when the device does not end it with a newline. */
+		if (x->records && x->len < sizeof(x->buf) && x->buf[x->len - 1] != '\n')
 			x->buf[x->len++] = '\n';
 		scan(a, x);
 	}
