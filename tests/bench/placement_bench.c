@@ -274,8 +274,7 @@ static uint64_t cross_leaf_floor(const struct phx_plan *plan, const unsigned lon
 		int64_t best = INT64_MAX;
 
 		for (unsigned long g = 1; w && g <= P; g++) {
-			/* A leaf that could hold a whole stage may keep its groups off the uplinks.
-			 */
+			/* A stage whole in one leaf would send nothing up. */
 			uint64_t stages = D > 1 && biggest < D ? (g < w ? g : w) : 0;
 			int64_t v = (int64_t)(mib[PHX_DIM_DP] * stages) -
 				    (int64_t)(mib[PHX_DIM_PP] * (w - (w + g - 1) / g));
@@ -365,7 +364,7 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 		goto out;
 	}
 	xl_floor = cross_leaf_floor(plan, sizes, n_leaves);
-	/* Both maps keep their blocks whole where they can: neither may beat the floor. */
+	/* A map below the floor would prove the floor wrong. */
 	if (plan->cost.cross_leaf_mib < xl_floor || plan->hostname.cross_leaf_mib < xl_floor) {
 		fprintf(stderr,
 			"phalanx: bench: a map sends %llu MiB across leaves, below the floor of "
