@@ -299,4 +299,12 @@ int phx_errfile_parse(const char *text, char *msg, size_t msglen, char *trace, s
  */
 bool phx_errfile_peer_lost(const char *msg);
 
+/*
+ * Reads and parses a rank's error file of one epoch (restart): path gets
+ * its name, msg and trace what phx_errfile_parse() finds. 0, or -1 when
+ * the file is missing, larger than 4 MiB or says nothing.
+ */
+int phx_worker_error_read(const char *run_dir, unsigned restart, unsigned long rank, char *path,
+			  size_t pathlen, char *msg, size_t msglen, char *trace, size_t tracelen);
+
 #endif

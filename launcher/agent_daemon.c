@@ -17,7 +17,6 @@
 #include <time.h>
 
 #include "common/ckpt_client.h"
-#include "common/file.h"
 #include "common/heartbeat.h"
 #include "common/log.h"
 #include "launcher/agent_daemon.h"
@@ -240,20 +239,14 @@ static uint64_t worker_step(const struct phx_agent *a, long rank)
 
 void phx_daemon_report_failure(struct phx_agent *a, const struct phx_report *r, bool restarting)
 {
-	struct phx_worker_ctx ctx = { .run_dir = a->run_dir, .restart_count = r->epoch };
 	char path[4096], how[128], msg[1024], trace[4096], sig[256];
 	uint64_t now = phx_now_ns(CLOCK_REALTIME), late = 0;
-	char *text = NULL;
-	size_t len;
 
 	if (!a->daemon)
 		return;
-	msg[0] = '\0';
-	phx_worker_error_file(&ctx, (unsigned long)r->fail_rank, path, sizeof(path));
-	if (phx_file_read(path, 1u << 20, &text, &len) == 0 &&
-	    phx_errfile_parse(text, msg, sizeof(msg), trace, sizeof(trace)) < 0)
+	if (phx_worker_error_read(a->run_dir, r->epoch, (unsigned long)r->fail_rank, path,
+				  sizeof(path), msg, sizeof(msg), trace, sizeof(trace)) < 0)
 		msg[0] = '\0';
-	free(text);
 	phx_fail_describe(r, how, sizeof(how));
 	phx_crash_signature(msg, how, worker_step(a, r->fail_rank), sig, sizeof(sig));
 	/* Detection: from the failure (a hang: its last beat) to this report. */

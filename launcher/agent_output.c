@@ -3,10 +3,12 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
+#include "common/file.h"
 #include "launcher/agent.h"
 
 void phx_linebuf_feed(struct phx_linebuf *lb, const char *data, size_t n, phx_line_fn fn, void *arg)
@@ -89,6 +91,24 @@ int phx_errfile_parse(const char *text, char *msg, size_t msglen, char *trace, s
 	}
 	json_object_put(root);
 	return msg[0] ? 0 : -1;
+}
+
+/* torch writes a message and a traceback; a few MiB is already far more. */
+#define ERRFILE_MAX_BYTES (4u << 20)
+
+int phx_worker_error_read(const char *run_dir, unsigned restart, unsigned long rank, char *path,
+			  size_t pathlen, char *msg, size_t msglen, char *trace, size_t tracelen)
+{
+	struct phx_worker_ctx ctx = { .run_dir = run_dir, .restart_count = restart };
+	char *text = NULL;
+	size_t len;
+	int rc = -1;
+
+	phx_worker_error_file(&ctx, rank, path, pathlen);
+	if (phx_file_read(path, ERRFILE_MAX_BYTES, &text, &len) == 0)
+		rc = phx_errfile_parse(text, msg, msglen, trace, tracelen);
+	free(text);
+	return rc;
 }
 
 bool phx_errfile_peer_lost(const char *msg)

@@ -22,7 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/file.h"
 #include "common/heartbeat.h"
 #include "common/log.h"
 #include "launcher/agent_daemon.h"
@@ -182,19 +181,11 @@ void phx_agent_update_report(struct phx_agent *a)
  */
 static bool died_of_a_peer(struct phx_agent *a, const struct phx_worker *w)
 {
-	struct phx_worker_ctx ctx = { .run_dir = a->run_dir, .restart_count = w->restarts };
 	char path[4096], msg[1024], trace[16];
-	char *text = NULL;
-	size_t len;
-	bool peer;
 
-	phx_worker_error_file(&ctx, w->rank, path, sizeof(path));
-	if (phx_file_read(path, 1u << 20, &text, &len) < 0)
-		return false;
-	peer = phx_errfile_parse(text, msg, sizeof(msg), trace, sizeof(trace)) == 0 &&
+	return phx_worker_error_read(a->run_dir, w->restarts, w->rank, path, sizeof(path), msg,
+				     sizeof(msg), trace, sizeof(trace)) == 0 &&
 	       phx_errfile_peer_lost(msg);
-	free(text);
-	return peer;
 }
 
 static void note_exit(struct phx_agent *a, struct phx_worker *w, int status)

@@ -11,7 +11,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,38 +145,6 @@ static const char *worker_node(const struct phx_agent *a, long agent)
 	return agent >= 0 && (size_t)agent < a->wire.size && a->hosts ? a->hosts[agent] : "?";
 }
 
-static char *slurp(const char *path)
-{
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return NULL;
-	for (;;) {
-		if (len + 4096 + 1 > cap) {
-			char *nb;
-
-			if (cap >= (4u << 20))
-				break;
-			cap = cap ? cap * 2 : 8192;
-			nb = realloc(buf, cap);
-			if (!nb)
-				break;
-			buf = nb;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	if (buf)
-		buf[len] = '\0';
-	return buf;
-}
-
 static void print_block(const char *label, char *text)
 {
 	char *save = NULL;
@@ -189,17 +156,16 @@ static void print_block(const char *label, char *text)
 /* By the agent whose worker failed first, once, when the job gives up. */
 static void print_root_cause(struct phx_agent *a, const struct phx_report *r)
 {
-	struct phx_worker_ctx ctx = { .run_dir = a->run_dir, .restart_count = r->epoch };
 	char path[4096], what[128], msg[4096], trace[16384];
-	char *text;
+	bool found;
 
 	msg[0] = '\0';
-	phx_worker_error_file(&ctx, (unsigned long)r->fail_rank, path, sizeof(path));
+	found = phx_worker_error_read(a->run_dir, r->epoch, (unsigned long)r->fail_rank, path,
+				      sizeof(path), msg, sizeof(msg), trace, sizeof(trace)) == 0;
 	phx_error("==== root cause (first observed failure) ====");
 	phx_error("rank %ld on %s %s", r->fail_rank, a->node,
 		  phx_fail_describe(r, what, sizeof(what)));
-	text = slurp(path);
-	if (text && phx_errfile_parse(text, msg, sizeof(msg), trace, sizeof(trace)) == 0) {
+	if (found) {
 		phx_error("error file %s:", path);
 		print_block("", msg);
 		if (trace[0]) {
@@ -214,7 +180,6 @@ static void print_root_cause(struct phx_agent *a, const struct phx_report *r)
 	}
 	phx_error("==== end of root cause ====");
 	phx_agent_print_result(a, r, msg);
-	free(text);
 }
 
 /* Rounds between two that carry the step rates: four per straggler window. */

@@ -20,7 +20,7 @@ faults_setup_file()
 		return 1
 	}
 	need_launch_lab 7 || return 1
-	export LAUNCH STEPS
+	export STEPS
 	export PHALANX_LIBRARY=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
 	export PYTHONPATH=$BATS_TEST_DIRNAME/../../checkpoint/python
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
