@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,157 @@ void phx_hostnames_free(struct phx_hostnames *hosts)
 	hosts->count = 0;
 }
 
+/*
+ * Hosts one bracket body ("01-04,7") names. Read as leniently as libslurm's
+ * strtoul() reads it ("0\xe9-100" is 101 hosts there), so never less.
+ */
+static uint64_t bracket_hosts(const char *body, size_t len)
+{
+	uint64_t total = 0;
+	const char *end = body + len;
+
+	while (body < end) {
+		const char *comma = memchr(body, ',', (size_t)(end - body));
+		const char *part_end = comma ? comma : end;
+		const char *dash = memchr(body, '-', (size_t)(part_end - body));
+		unsigned long long lo, hi;
+		char *lo_end, *hi_end;
+		uint64_t n = 1;
+
+		if (dash) {
+			lo = strtoull(body, &lo_end, 10);
+			hi = strtoull(dash + 1, &hi_end, 10);
+			if (lo_end != body && hi_end != dash + 1 && hi >= lo)
+				n = hi - lo + 1 ? hi - lo + 1 : UINT64_MAX;
+		}
+		total = total > UINT64_MAX - n ? UINT64_MAX : total + n;
+		body = comma ? comma + 1 : end;
+	}
+	return total ? total : 1;
+}
+
+static uint64_t mul_saturated(uint64_t a, uint64_t b)
+{
+	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+static uint64_t add_saturated(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+struct hostlist_size {
+	uint64_t hosts;
+	uint64_t ranges; /* libslurm's internal ranges; taking names off costs ranges^2 */
+	/* libslurm reads "[2-900][9]2-900]" as 801,908 names, slowly */
+	bool bad_brackets;
+};
+
+/*
+ * Sizes an expression before libslurm expands it. Slurm expands every
+ * bracket of a name but the last into ranges of its own, eagerly, and
+ * hands names out from a range array it shifts down each time a range is
+ * used up: "n[1-1000][1-1000][1]" is a million one-host ranges and would
+ * take minutes, before we could refuse the count.
+ */
+static struct hostlist_size hostlist_size(const char *expr)
+{
+	struct hostlist_size size = { 0, 0, false };
+	uint64_t hosts = 0, lead = 0; /* of the current name; lead: all but its last bracket */
+
+	for (const char *p = expr;; p++) {
+		if (!*p || strchr(", \t\n", *p)) {
+			size.hosts = add_saturated(size.hosts, hosts);
+			size.ranges = add_saturated(size.ranges, lead);
+			hosts = lead = 0;
+			if (!*p)
+				return size;
+			continue;
+		}
+		if (*p == ']')
+			goto bad_brackets;
+		if (!hosts)
+			hosts = lead = 1;
+		if (*p == '[') {
+			size_t body = strcspn(p + 1, "[]");
+
+			if (p[1 + body] != ']')
+				goto bad_brackets;
+			lead = hosts;
+			hosts = mul_saturated(hosts, bracket_hosts(p + 1, body));
+			p += 1 + body;
+		}
+	}
+bad_brackets:
+	size.bad_brackets = true;
+	return size;
+}
+
+static void refuse_brackets(const char *expr, char *err, size_t errlen)
+{
+	snprintf(err, errlen,
+		 "bad host list '%.200s': unbalanced brackets; use Slurm syntax such as "
+		 "'node[01-04,7]'",
+		 expr);
+}
+
+/*
+ * libslurm keeps host numbers in an unsigned long and counts up to the
+ * last one inclusively: a range that ends at 2^64 - 1, or at a number
+ * past it read as that, never ends.
+ */
+static bool has_huge_number(const char *expr)
+{
+	const uint64_t limit = 1000000000000000000ULL; /* 10^18 */
+
+	for (const char *p = expr; *p; p++) {
+		uint64_t value = 0;
+
+		while (*p >= '0' && *p <= '9') {
+			value = value * 10 + (uint64_t)(*p++ - '0');
+			if (value >= limit)
+				return true;
+		}
+		if (!*p)
+			break;
+	}
+	return false;
+}
+
+int phx_hostlist_check_size(const char *expr, uint64_t max_hosts, uint64_t max_ranges, char *err,
+			    size_t errlen)
+{
+	struct hostlist_size size = hostlist_size(expr);
+
+	if (size.bad_brackets) {
+		refuse_brackets(expr, err, errlen);
+		return -1;
+	}
+	if (has_huge_number(expr)) {
+		snprintf(err, errlen,
+			 "bad host list '%.200s': a host number of 10^18 or more; check for a "
+			 "typo",
+			 expr);
+		return -1;
+	}
+	if (size.hosts > max_hosts) {
+		snprintf(err, errlen,
+			 "host list '%.200s' names more than %" PRIu64 " hosts; check its ranges",
+			 expr, max_hosts);
+		return -1;
+	}
+	if (size.ranges > max_ranges) {
+		snprintf(err, errlen,
+			 "host list '%.200s' has more than %" PRIu64
+			 " separate ranges; write it with "
+			 "ranges ('phalanx hostlist compress' does), the widest in the last "
+			 "brackets, e.g. 'r[1-4]n[001-512]'",
+			 expr, max_ranges);
+		return -1;
+	}
+	return 0;
+}
+
 int phx_hostlist_expand(const char *expr, struct phx_hostnames *out, char *err, size_t errlen)
 {
 	hostlist_t hl;
@@ -32,6 +186,9 @@ int phx_hostlist_expand(const char *expr, struct phx_hostnames *out, char *err, 
 		snprintf(err, errlen, "empty host list; give names such as 'node[01-04]'");
 		return -1;
 	}
+	if (phx_hostlist_check_size(expr, PHX_HOSTLIST_MAX_HOSTS, PHX_HOSTLIST_MAX_RANGES, err,
+				    errlen) < 0)
+		return -1;
 	hl = slurm_hostlist_create(expr);
 	if (!hl) {
 		snprintf(err, errlen,
@@ -59,13 +216,10 @@ int phx_hostlist_expand(const char *expr, struct phx_hostnames *out, char *err, 
 		phx_hostnames_free(out);
 		return -1;
 	}
-	/* Slurm passes unbalanced brackets through as part of a name, or as none. */
+	/* Slurm's quirks could still pass a bracket through into a name. */
 	for (size_t i = 0; i < out->count; i++) {
 		if (!out->names[i][0] || strpbrk(out->names[i], "[]")) {
-			snprintf(err, errlen,
-				 "bad host list '%.200s': unbalanced brackets; use Slurm syntax "
-				 "such as 'node[01-04,7]'",
-				 expr);
+			refuse_brackets(expr, err, errlen);
 			phx_hostnames_free(out);
 			return -1;
 		}
