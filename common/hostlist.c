@@ -11,6 +11,8 @@
 #include <slurm/slurm.h>
 
 #include "common/hostlist.h"
+#include "common/log.h"
+#include "common/saturate.h"
 
 void phx_hostnames_free(struct phx_hostnames *hosts)
 {
@@ -44,22 +46,12 @@ static uint64_t bracket_hosts(const char *body, size_t len)
 			lo = strtoull(body, &lo_end, 10);
 			hi = strtoull(dash + 1, &hi_end, 10);
 			if (lo_end != body && hi_end != dash + 1 && hi >= lo)
-				n = hi - lo + 1 ? hi - lo + 1 : UINT64_MAX;
+				n = phx_sat_add(hi - lo, 1);
 		}
-		total = total > UINT64_MAX - n ? UINT64_MAX : total + n;
+		total = phx_sat_add(total, n);
 		body = comma ? comma + 1 : end;
 	}
 	return total ? total : 1;
-}
-
-static uint64_t mul_saturated(uint64_t a, uint64_t b)
-{
-	return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
-}
-
-static uint64_t add_saturated(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
 struct hostlist_size {
@@ -83,8 +75,8 @@ static struct hostlist_size hostlist_size(const char *expr)
 
 	for (const char *p = expr;; p++) {
 		if (!*p || strchr(", \t\n", *p)) {
-			size.hosts = add_saturated(size.hosts, hosts);
-			size.ranges = add_saturated(size.ranges, lead);
+			size.hosts = phx_sat_add(size.hosts, hosts);
+			size.ranges = phx_sat_add(size.ranges, lead);
 			hosts = lead = 0;
 			if (!*p)
 				return size;
@@ -100,7 +92,7 @@ static struct hostlist_size hostlist_size(const char *expr)
 			if (p[1 + body] != ']')
 				goto bad_brackets;
 			lead = hosts;
-			hosts = mul_saturated(hosts, bracket_hosts(p + 1, body));
+			hosts = phx_sat_mul(hosts, bracket_hosts(p + 1, body));
 			p += 1 + body;
 		}
 	}
@@ -109,12 +101,12 @@ bad_brackets:
 	return size;
 }
 
-static void refuse_brackets(const char *expr, char *err, size_t errlen)
+static int refuse_brackets(const char *expr, char *err, size_t errlen)
 {
-	snprintf(err, errlen,
-		 "bad host list '%.200s': unbalanced brackets; use Slurm syntax such as "
-		 "'node[01-04,7]'",
-		 expr);
+	return phx_errf(err, errlen,
+			"bad host list '%.200s': unbalanced brackets; use Slurm syntax such as "
+			"'node[01-04,7]'",
+			expr);
 }
 
 /*
@@ -145,32 +137,25 @@ int phx_hostlist_check_size(const char *expr, uint64_t max_hosts, uint64_t max_r
 {
 	struct hostlist_size size = hostlist_size(expr);
 
-	if (size.bad_brackets) {
-		refuse_brackets(expr, err, errlen);
-		return -1;
-	}
-	if (has_huge_number(expr)) {
-		snprintf(err, errlen,
-			 "bad host list '%.200s': a host number of 10^18 or more; check for a "
-			 "typo",
-			 expr);
-		return -1;
-	}
-	if (size.hosts > max_hosts) {
-		snprintf(err, errlen,
-			 "host list '%.200s' names more than %" PRIu64 " hosts; check its ranges",
-			 expr, max_hosts);
-		return -1;
-	}
-	if (size.ranges > max_ranges) {
-		snprintf(err, errlen,
-			 "host list '%.200s' has more than %" PRIu64
-			 " separate ranges; write it with "
-			 "ranges ('phalanx hostlist compress' does), the widest in the last "
-			 "brackets, e.g. 'r[1-4]n[001-512]'",
-			 expr, max_ranges);
-		return -1;
-	}
+	if (size.bad_brackets)
+		return refuse_brackets(expr, err, errlen);
+	if (has_huge_number(expr))
+		return phx_errf(err, errlen,
+				"bad host list '%.200s': a host number of 10^18 or more; check for "
+				"a typo",
+				expr);
+	if (size.hosts > max_hosts)
+		return phx_errf(err, errlen,
+				"host list '%.200s' names more than %" PRIu64
+				" hosts; check its ranges",
+				expr, max_hosts);
+	if (size.ranges > max_ranges)
+		return phx_errf(err, errlen,
+				"host list '%.200s' has more than %" PRIu64
+				" separate ranges; write it with ranges ('phalanx hostlist "
+				"compress' does), the widest in the last brackets, e.g. "
+				"'r[1-4]n[001-512]'",
+				expr, max_ranges);
 	return 0;
 }
 

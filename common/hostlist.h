@@ -31,7 +31,8 @@ int phx_hostlist_expand(const char *expr, struct phx_hostnames *out, char *err, 
 /* Compresses names into a ranged expression; malloc'd, NULL on failure. */
 char *phx_hostlist_compress(char *const *names, size_t count, char *err, size_t errlen);
 /*
- * Refuses, before libslurm sees it, an expression naming more than
+ * Refuses, before libslurm sees it, an expression with unbalanced or nested
+ * brackets or a host number of 10^18 or more, or one naming more than
  * max_hosts or making more than max_ranges. Returns 0, or -1 with err.
  */
 int phx_hostlist_check_size(const char *expr, uint64_t max_hosts, uint64_t max_ranges, char *err,

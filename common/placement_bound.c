@@ -743,13 +743,13 @@ static void add_unit(const struct bounder *bd, struct totals *tt, unsigned long 
 	for (unsigned i = 0; i < bd->n_items; i++) {
 		uint64_t one = bd->it[i].mib * single_count(&bd->it[i], n);
 
-		tt->single[i] = pl_sat_add(tt->single[i], one);
+		tt->single[i] = phx_sat_add(tt->single[i], one);
 		for (unsigned j = i + 1; j < bd->n_items; j++) {
 			const struct pair_table *t = &bd->pair[i][j];
 
-			tt->pair[i][j] = pl_sat_add(tt->pair[i][j], knap_get(&t->value, n));
+			tt->pair[i][j] = phx_sat_add(tt->pair[i][j], knap_get(&t->value, n));
 			if (t->lines)
-				tt->gain[i][j] = pl_sat_add(tt->gain[i][j], knap_get(&t->gain, n));
+				tt->gain[i][j] = phx_sat_add(tt->gain[i][j], knap_get(&t->gain, n));
 		}
 	}
 }
@@ -788,7 +788,7 @@ static int level_saving(struct bounder *bd, unsigned level, uint64_t *out)
 			continue;
 		if (!u || cap[u] != cap[u - 1])
 			last = unit_bound(bd, n);
-		sum = pl_sat_add(sum, last);
+		sum = phx_sat_add(sum, last);
 		add_unit(bd, tt, n);
 	}
 	for (unsigned i = 0; i < bd->n_items; i++) {
@@ -796,9 +796,9 @@ static int level_saving(struct bounder *bd, unsigned level, uint64_t *out)
 			const struct pair_table *t = &bd->pair[i][j];
 
 			if (t->lines)
-				tt->pair[i][j] = umin(
-					tt->pair[i][j],
-					pl_sat_add(pl_sat_mul(t->b_max, a->world), tt->gain[i][j]));
+				tt->pair[i][j] = umin(tt->pair[i][j],
+						      phx_sat_add(phx_sat_mul(t->b_max, a->world),
+								  tt->gain[i][j]));
 		}
 	}
 	*out = umin(sum, min_pairing(bd->n_items, tt->single,
@@ -888,11 +888,11 @@ int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound)
 			if (fill_pair(&bd, i, j) < 0)
 				goto out;
 		}
-		full = pl_sat_add(full, bd.it[i].mib * held);
+		full = phx_sat_add(full, bd.it[i].mib * held);
 	}
 	if (build_slabs(&bd) < 0 || build_layers(&bd) < 0)
 		goto out;
-	base = pl_sat_mul(full, a->weight[PHX_LEVEL_CORE]);
+	base = phx_sat_mul(full, a->weight[PHX_LEVEL_CORE]);
 	for (unsigned l = 0; l < PL_SUB_LEVELS; l++) {
 		uint64_t delta = a->weight[l + 1] - a->weight[l], s;
 
@@ -901,7 +901,7 @@ int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound)
 		if (level_saving(&bd, l, &s) < 0)
 			goto out;
 		/* No level can save more than all the traffic there is. */
-		saved = pl_sat_add(saved, pl_sat_mul(umin(s, full), delta));
+		saved = phx_sat_add(saved, phx_sat_mul(umin(s, full), delta));
 	}
 	*bound = saved < base ? base - saved : 0;
 	rc = 0;

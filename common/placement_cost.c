@@ -52,9 +52,9 @@ static void price_group(struct pricing *pr, enum phx_dim d, unsigned long r0, un
 	}
 	pr->c->groups[d][level]++;
 	pr->c->by_dim[d] =
-		pl_sat_add(pr->c->by_dim[d], pl_sat_mul(a->traffic[d] * size, a->weight[level]));
+		phx_sat_add(pr->c->by_dim[d], phx_sat_mul(a->traffic[d] * size, a->weight[level]));
 	if (leaves > 1)
-		pr->c->cross_leaf_mib = pl_sat_add(pr->c->cross_leaf_mib, a->traffic[d] * leaves);
+		pr->c->cross_leaf_mib = phx_sat_add(pr->c->cross_leaf_mib, a->traffic[d] * leaves);
 }
 
 static void price_collective(struct pricing *pr, enum phx_dim d)
@@ -82,10 +82,10 @@ static void price_pipeline(struct pricing *pr)
 			unsigned level = span(a, n0, n1, PHX_LEVEL_NODE);
 
 			c->groups[PHX_DIM_PP][level]++;
-			c->by_dim[PHX_DIM_PP] = pl_sat_add(c->by_dim[PHX_DIM_PP],
-							   pl_sat_mul(mib, a->weight[level]));
+			c->by_dim[PHX_DIM_PP] = phx_sat_add(c->by_dim[PHX_DIM_PP],
+							    phx_sat_mul(mib, a->weight[level]));
 			if (level > PHX_LEVEL_LEAF)
-				c->cross_leaf_mib = pl_sat_add(c->cross_leaf_mib, mib);
+				c->cross_leaf_mib = phx_sat_add(c->cross_leaf_mib, mib);
 		}
 	}
 }
@@ -107,7 +107,7 @@ int phx_pl_cost(const struct pl_alloc *a, const uint32_t *rank_node, struct phx_
 			price_collective(&pr, (enum phx_dim)d);
 	}
 	for (int d = 0; d < PHX_DIM_COUNT; d++)
-		c->total = pl_sat_add(c->total, c->by_dim[d]);
+		c->total = phx_sat_add(c->total, c->by_dim[d]);
 	free(pr.stamp);
 	return 0;
 }

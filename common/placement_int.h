@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "common/placement.h"
+#include "common/saturate.h"
 
 #define PL_NONE UINT32_MAX
 /* Levels below the core: node, nvlink, leaf, spine. */
@@ -79,15 +80,5 @@ long phx_pl_refine(const struct pl_alloc *a, uint32_t *rank_node);
 int phx_pl_cost(const struct pl_alloc *a, const uint32_t *rank_node, struct phx_plan_cost *cost);
 /* The cheapest any map onto this allocation can be; 0 or -1 (memory). */
 int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound);
-
-static inline uint64_t pl_sat_add(uint64_t x, uint64_t y)
-{
-	return x + y < x ? UINT64_MAX : x + y;
-}
-
-static inline uint64_t pl_sat_mul(uint64_t x, uint64_t y)
-{
-	return y && x > UINT64_MAX / y ? UINT64_MAX : x * y;
-}
 
 #endif

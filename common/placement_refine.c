@@ -115,14 +115,14 @@ static unsigned level_of(const struct pl_alloc *a, unsigned d, const uint32_t *c
 
 static uint64_t group_cost(const struct pl_alloc *a, unsigned d, const uint32_t *cnt)
 {
-	return pl_sat_mul(a->traffic[d] * a->layout->size[d], a->weight[level_of(a, d, cnt)]);
+	return phx_sat_mul(a->traffic[d] * a->layout->size[d], a->weight[level_of(a, d, cnt)]);
 }
 
 static uint64_t hop_cost(const struct refiner *rf, unsigned long r)
 {
 	const struct pl_alloc *a = rf->a;
 
-	return pl_sat_mul(
+	return phx_sat_mul(
 		a->traffic[PHX_DIM_PP],
 		a->weight[span(a, rf->rank_node[r], rf->rank_node[r + rf->stride[PHX_DIM_PP]])]);
 }
@@ -178,9 +178,9 @@ static uint64_t price_before(const struct refiner *rf)
 			const struct touch *t = &rf->touched[d][i];
 
 			if (d == PHX_DIM_PP)
-				sum = pl_sat_add(sum, hop_cost(rf, t->base));
+				sum = phx_sat_add(sum, hop_cost(rf, t->base));
 			else
-				sum = pl_sat_add(
+				sum = phx_sat_add(
 					sum,
 					group_cost(
 						rf->a, d,
@@ -220,11 +220,11 @@ static uint64_t price_after(struct refiner *rf, uint32_t x, uint32_t y)
 			struct touch *t = &rf->touched[d][i];
 
 			if (d == PHX_DIM_PP) {
-				sum = pl_sat_add(sum, hop_cost(rf, t->base));
+				sum = phx_sat_add(sum, hop_cost(rf, t->base));
 				continue;
 			}
 			recount(rf, t, x, y);
-			sum = pl_sat_add(sum, group_cost(rf->a, d, t->cnt));
+			sum = phx_sat_add(sum, group_cost(rf->a, d, t->cnt));
 		}
 	}
 	return sum;
