@@ -27,6 +27,7 @@
 #include "common/health.h"
 #include "common/heartbeat.h"
 #include "common/log.h"
+#include "common/rundir.h"
 #include "launcher/agent_ckpt_int.h"
 #include "launcher/agent_daemon.h"
 #include "launcher/agent_run.h"
@@ -851,11 +852,12 @@ static int make_socket(struct phx_ckpt *c)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	const char *tmp = getenv("TMPDIR");
+	int rc;
 
-	snprintf(c->sock_dir, sizeof(c->sock_dir), "%s/phalanx-ckpt.XXXXXX",
-		 tmp && *tmp && strlen(tmp) < 64 ? tmp : "/tmp");
-	if (!mkdtemp(c->sock_dir)) {
-		c->sock_dir[0] = '\0';
+	rc = phx_rundir_make(tmp && *tmp && strlen(tmp) < 64 ? tmp : "/tmp", "phalanx-ckpt",
+			     c->sock_dir, sizeof(c->sock_dir), &c->sock_lock);
+	if (rc < 0) {
+		errno = -rc;
 		return -1;
 	}
 	snprintf(c->sock_path, sizeof(c->sock_path), "%s/agent.sock", c->sock_dir);
@@ -939,7 +941,6 @@ static int configure(struct phx_agent *a, struct phx_ckpt *c)
 	c->every[PHX_TIER_SHARED] = c->dir[PHX_TIER_SHARED][0] ? conf->checkpoint.shared_every : 0;
 	for (int t = 0; t < PHX_TIER_COUNT; t++)
 		c->committed[t] = -1;
-	c->listen_fd = c->ep_fd = c->ev_fd = -1;
 	return 0;
 }
 
@@ -991,6 +992,7 @@ int phx_ckpt_setup(struct phx_agent *a)
 	if (!c)
 		goto oom;
 	a->ckpt = c;
+	c->listen_fd = c->ep_fd = c->ev_fd = c->sock_lock = -1;
 	if (configure(a, c) < 0)
 		return PHX_EXIT_USAGE;
 	if (alloc_state(a, c) < 0 || node_dirs(a, c) < 0)
@@ -1060,10 +1062,7 @@ void phx_ckpt_fini(struct phx_agent *a)
 		close(c->ep_fd);
 	if (c->ev_fd >= 0)
 		close(c->ev_fd);
-	if (c->sock_path[0])
-		unlink(c->sock_path);
-	if (c->sock_dir[0])
-		rmdir(c->sock_dir);
+	phx_rundir_remove(c->sock_dir, c->sock_lock);
 	free(c);
 	a->ckpt = NULL;
 }

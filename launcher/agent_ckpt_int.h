@@ -127,6 +127,7 @@ struct phx_ckpt {
 	/* the socket */
 	char sock_path[4200];
 	char sock_dir[4096];
+	int sock_lock; /* see common/rundir.h */
 	int listen_fd, ep_fd, ev_fd;
 	int pending[64]; /* connections before their HELLO */
 	struct ck_slot *slot;

@@ -78,6 +78,7 @@ struct phx_agent {
 	int sig_fd;
 	char run_dir[4096];
 	bool run_dir_owned; /* made here, removed at exit */
+	int run_dir_lock;   /* held while this agent lives: see common/rundir.h */
 	char run_id[256];
 	unsigned epoch;
 	unsigned long rounds; /* agreement rounds so far */

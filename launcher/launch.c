@@ -2,7 +2,6 @@
 /* phalanx-launch(1): starts and watches the ranks of a training job. */
 #include "config.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -19,6 +18,7 @@
 #include "common/health.h"
 #include "common/hostlist.h"
 #include "common/log.h"
+#include "common/rundir.h"
 #include "launcher/agent_daemon.h"
 #include "launcher/agent_run.h"
 
@@ -106,6 +106,7 @@ fail:
 static int make_run_dir(struct phx_agent *a)
 {
 	const char *tmp = getenv("TMPDIR");
+	int rc;
 
 	if (a->o->log_dir) {
 		if (mkdir(a->o->log_dir, 0755) < 0 && errno != EEXIST) {
@@ -115,12 +116,12 @@ static int make_run_dir(struct phx_agent *a)
 		snprintf(a->run_dir, sizeof(a->run_dir), "%s", a->o->log_dir);
 		return 0;
 	}
-	snprintf(a->run_dir, sizeof(a->run_dir), "%s/phalanx-launch.XXXXXX",
-		 tmp && *tmp ? tmp : P_tmpdir);
-	if (!mkdtemp(a->run_dir)) {
+	rc = phx_rundir_make(tmp && *tmp ? tmp : P_tmpdir, "phalanx-launch", a->run_dir,
+			     sizeof(a->run_dir), &a->run_dir_lock);
+	if (rc < 0) {
 		phx_error("cannot create a directory for the error files under %s: %s; set "
 			  "TMPDIR or --log-dir",
-			  tmp && *tmp ? tmp : P_tmpdir, strerror(errno));
+			  tmp && *tmp ? tmp : P_tmpdir, strerror(-rc));
 		return -1;
 	}
 	a->run_dir_owned = true;
@@ -129,21 +130,8 @@ static int make_run_dir(struct phx_agent *a)
 
 static void remove_run_dir(struct phx_agent *a)
 {
-	DIR *d;
-	struct dirent *e;
-
-	if (!a->run_dir_owned || !(d = opendir(a->run_dir)))
-		return;
-	while ((e = readdir(d))) {
-		char path[8192];
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", a->run_dir, e->d_name);
-		unlink(path);
-	}
-	closedir(d);
-	rmdir(a->run_dir);
+	if (a->run_dir_owned)
+		phx_rundir_remove(a->run_dir, a->run_dir_lock);
 }
 
 /*
@@ -332,7 +320,7 @@ static void cleanup(struct phx_agent *a)
 int main(int argc, char **argv)
 {
 	struct phx_launch_opts o;
-	struct phx_agent a = { .o = &o, .hb_fd = -1, .sig_fd = -1 };
+	struct phx_agent a = { .o = &o, .hb_fd = -1, .sig_fd = -1, .run_dir_lock = -1 };
 	uint64_t t0 = phx_now_ns(CLOCK_MONOTONIC);
 	char err[1024];
 	int rc, mode;
