@@ -158,6 +158,7 @@ static int setup(struct ckptd *d, struct phx_conf *conf)
 	d->rc.fault_window_s = conf->recovery.fault_window_s;
 	d->rc.max_requeues = conf->recovery.max_requeues;
 	d->rc_act = conf->recovery.act;
+	d->rc_too_few = conf->recovery.too_few_nodes;
 	d->heartbeat_ms = (unsigned)conf->recovery.heartbeat_ms;
 	d->lost_after_ms = (unsigned)conf->recovery.lost_after_ms;
 	d->slurm_poll_s = (unsigned)conf->recovery.slurm_poll_s;

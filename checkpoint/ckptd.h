@@ -146,6 +146,7 @@ struct ckptd {
 	/* Recovery (recovery.* in phalanx.yaml). */
 	struct phx_recovery_conf rc;
 	int rc_act; /* drain, requeue and stop through Slurm; 0 = detect and account only */
+	int rc_too_few; /* enum phx_too_few: a requeue short of nodes waits or stops */
 	unsigned heartbeat_ms, lost_after_ms, slurm_poll_s;
 	struct ckptd_node *nodes;
 	size_t nnodes, capnodes;
@@ -284,6 +285,8 @@ int ckptd_slurm_node_reason(const char *node, char *out, size_t len, char *err, 
 int ckptd_slurm_requeue(uint32_t id, char *err, size_t errlen);
 /* Pending job: exclude nodes (comma list), eligible now. */
 int ckptd_slurm_fix(uint32_t id, const char *exclude, char *err, size_t errlen);
+/* Sets the job's AdminComment to "phalanx: reason" (seen in scontrol show job). */
+int ckptd_slurm_comment(uint32_t id, const char *reason, char *err, size_t errlen);
 int ckptd_slurm_cancel(uint32_t id, char *err, size_t errlen);
 
 /* ckptd_metrics.c */

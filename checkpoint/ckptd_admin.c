@@ -152,6 +152,11 @@ static struct json_object *job_status(struct ckptd *d, struct ckptd_job *j)
 	json_object_object_add(o, "interval_seconds", json_object_new_uint64(seconds));
 	json_object_object_add(o, "stall_s", json_object_new_double(j->stall_avg_s));
 	json_object_object_add(o, "failures", json_object_new_uint64(j->failures));
+	/* Recovery's newest word: a stop, or a requeue waiting for nodes. */
+	json_object_object_add(o, "phase",
+			       json_object_new_string(phx_gp_phase_name(j->r.gp.phase)));
+	json_object_object_add(o, "stopped", json_object_new_boolean(j->r.rec.stopped));
+	json_object_object_add(o, "reason", json_object_new_string(j->r.reason));
 	return o;
 }
 

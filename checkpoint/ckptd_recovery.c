@@ -22,6 +22,7 @@
 #include "common/ckpt_json.h"
 #include "common/drain.h"
 #include "common/log.h"
+#include "common/requeue.h"
 
 double ckptd_wall(void)
 {
@@ -174,6 +175,43 @@ static int requeued_already(uint32_t id)
 	return ckptd_slurm_job(id, &s, err, sizeof(err)) == 0 && s.state == JOB_PENDING;
 }
 
+static void stop_job(struct ckptd *d, struct ckptd_job *j, const char *reason);
+
+/*
+ * Never a requeue into a dead end (common/requeue.h): -1 when the job
+ * was stopped instead; r->exclude becomes what Slurm is told to exclude.
+ */
+static int plan_requeue(struct ckptd *d, struct ckptd_job *j)
+{
+	struct ckptd_recovery *r = &j->r;
+	struct phx_requeue_plan plan;
+	char err[512], *exclude = NULL;
+
+	if (phx_requeue_check(j->id, r->exclude, (enum phx_too_few)d->rc_too_few, &plan, &exclude,
+			      err, sizeof(err)) < 0) {
+		d->rm.slurm_errors++;
+		phx_warn("job %u: cannot ask Slurm whether it fits without %s (%s); requeueing it "
+			 "as planned",
+			 j->id, r->exclude[0] ? r->exclude : "its bad nodes", err);
+		return 0;
+	}
+	if (plan.verdict == PHX_REQUEUE_DEAD_END) {
+		r->rec.stopped = 1;
+		snprintf(r->rec.stop_reason, sizeof(r->rec.stop_reason), "%s", plan.why);
+		snprintf(r->reason, sizeof(r->reason), "%s", plan.why);
+		stop_job(d, j, plan.why);
+		free(exclude);
+		return -1;
+	}
+	if (plan.verdict == PHX_REQUEUE_WAIT) {
+		phx_warn("job %u: %s", j->id, plan.why);
+		snprintf(r->reason, sizeof(r->reason), "%s", plan.why);
+	}
+	snprintf(r->exclude, sizeof(r->exclude), "%s", exclude ? exclude : "");
+	free(exclude);
+	return 0;
+}
+
 static void requeue(struct ckptd *d, struct ckptd_job *j)
 {
 	struct ckptd_recovery *r = &j->r;
@@ -184,6 +222,8 @@ static void requeue(struct ckptd *d, struct ckptd_job *j)
 			 r->exclude[0] ? r->exclude : "(none)");
 		return;
 	}
+	if (plan_requeue(d, j) < 0)
+		return;
 	if (ckptd_slurm_requeue(j->id, err, sizeof(err)) < 0 && !requeued_already(j->id)) {
 		d->rm.slurm_errors++;
 		phx_error("job %u: cannot requeue: %s; the job is left as it is", j->id, err);
@@ -210,6 +250,9 @@ static void stop_job(struct ckptd *d, struct ckptd_job *j, const char *reason)
 		phx_info("job %u: not cancelled (recovery.act is false)", j->id);
 		return;
 	}
+	/* The user sees it in 'scontrol show job' (AdminComment), beside phalanx status. */
+	if (ckptd_slurm_comment(j->id, reason, err, sizeof(err)) < 0)
+		phx_debug("job %u: %s", j->id, err);
 	if (ckptd_slurm_cancel(j->id, err, sizeof(err)) < 0) {
 		d->rm.slurm_errors++;
 		phx_warn("job %u: cannot cancel: %s", j->id, err);
@@ -465,14 +508,39 @@ static void driver_check(struct ckptd *d, struct ckptd_job *j, const struct phx_
 		 j->id, m->node, m->reason ? m->reason : "no reason given");
 }
 
+/*
+ * The driver's word on the whole job: its requeue waits for nodes
+ * ("wait"), or it stopped the job ("stop", e.g. a requeue that could
+ * never run). Shown by phalanx status and goodput; nothing is done.
+ */
+static void driver_verdict(struct ckptd *d, struct ckptd_job *j, const struct phx_wire_msg *m)
+{
+	struct ckptd_recovery *r = &j->r;
+	const char *why = m->reason ? m->reason : "no reason given";
+
+	snprintf(r->reason, sizeof(r->reason), "%s", why);
+	if (!strcmp(m->kind, "stop")) {
+		r->rec.stopped = 1;
+		snprintf(r->rec.stop_reason, sizeof(r->rec.stop_reason), "%s", why);
+		d->rm.stops++;
+		phx_error("job %u: stopped by its driver: %s", j->id, why);
+	} else {
+		phx_warn("job %u: requeued by its driver to wait for nodes: %s", j->id, why);
+	}
+	journal_job(d, j);
+}
+
 int ckptd_recovery_driver_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
 {
 	struct ckptd_job *j = c->job;
+	bool job_wide = !strcmp(m->kind, "stop") || !strcmp(m->kind, "wait");
 
-	if (!m->node || (strcmp(m->kind, "restart") && strcmp(m->kind, "check")))
+	if (!job_wide && (!m->node || (strcmp(m->kind, "restart") && strcmp(m->kind, "check"))))
 		return -1;
 	start_ledger(j);
-	if (!strcmp(m->kind, "restart"))
+	if (job_wide)
+		driver_verdict(d, j, m);
+	else if (!strcmp(m->kind, "restart"))
 		driver_restart(d, j, m);
 	else
 		driver_check(d, j, m);

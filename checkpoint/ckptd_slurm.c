@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@
 
 static int fail(char *err, size_t errlen, const char *what)
 {
-	return phx_errf(err, errlen, "%s: %s", what, slurm_strerror(slurm_get_errno()));
+	return phx_errf(err, errlen, "%s: %s", what, slurm_strerror(errno));
 }
 
 int ckptd_slurm_job(uint32_t id, struct ckptd_sjob *out, char *err, size_t errlen)
@@ -133,6 +134,20 @@ int ckptd_slurm_fix(uint32_t id, const char *exclude, char *err, size_t errlen)
 	desc.begin_time = time(NULL);
 	if (exclude && *exclude)
 		desc.exc_nodes = (char *)exclude;
+	if (slurm_update_job(&desc) != SLURM_SUCCESS)
+		return fail(err, errlen, "slurm_update_job");
+	return 0;
+}
+
+int ckptd_slurm_comment(uint32_t id, const char *reason, char *err, size_t errlen)
+{
+	job_desc_msg_t desc;
+	char text[PHX_RECOVERY_REASON_MAX + 16];
+
+	slurm_init_job_desc_msg(&desc);
+	desc.job_id = id;
+	snprintf(text, sizeof(text), "phalanx: %s", reason);
+	desc.admin_comment = text;
 	if (slurm_update_job(&desc) != SLURM_SUCCESS)
 		return fail(err, errlen, "slurm_update_job");
 	return 0;

@@ -61,6 +61,8 @@ static const char *const isolate_names[] = { "job", "task", "off", NULL };
 static const char *const interval_names[] = { "auto", "steps", "seconds", NULL };
 static const char *const tristate_names[] = { "auto", "true", "false", NULL };
 static const char *const digest_names[] = { "xxh3-128", "sha256", NULL };
+/* enum phx_too_few (common/requeue.h) */
+static const char *const too_few_names[] = { "wait", "stop", NULL };
 
 _Static_assert(sizeof(enum phx_log_level) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum phx_place_mode) == sizeof(int), "enums are stored as int");
@@ -146,6 +148,10 @@ static const struct conf_key keys[] = {
 	  0, "seconds over which a node's faults are counted" },
 	{ "recovery.max_requeues", K_INT, OFF(recovery.max_requeues), 0, 1000, NULL, "3", 0,
 	  "requeues of one job before phalanx-ckptd gives up on it" },
+	{ "recovery.too_few_nodes", K_ENUM, OFF(recovery.too_few_nodes), 0, 0, too_few_names,
+	  "wait", 0,
+	  "a requeue that would leave too few usable nodes: wait (for DOWN or drained nodes to "
+	  "return) or stop the job" },
 	{ "checkpoint.keep", K_INT, OFF(checkpoint.keep), 1, 1000, NULL, "3", 0,
 	  "committed checkpoint generations kept per job and tier" },
 	{ "checkpoint.interval", K_INT, OFF(checkpoint.interval), 0, 100000000, NULL, "0", 0,

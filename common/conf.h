@@ -86,6 +86,7 @@ struct phx_conf {
 		int drain_after;
 		int fault_window_s;
 		int max_requeues;
+		int too_few_nodes; /* enum phx_too_few: wait or stop */
 	} recovery;
 	struct {
 		int hang_timeout_s;

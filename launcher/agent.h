@@ -28,6 +28,7 @@ enum phx_launch_exit {
 	PHX_EXIT_PMIX = 3, /* PMIx wire-up or agreement failed */
 	PHX_EXIT_SETUP = 4, /* placement, environment or spawning failed */
 	PHX_EXIT_REPEATED = 5, /* driver: the same worker failure K times, a user error */
+	PHX_EXIT_NO_NODES = 6, /* driver: too few usable nodes left for a requeue to run */
 	/*
 	 * Requeue the job (EX_TEMPFAIL; slurm.conf RequeueExit=75): the driver
 	 * found too few healthy nodes, or the agents were preempted and their

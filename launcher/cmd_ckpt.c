@@ -369,6 +369,22 @@ static void print_untrusted(struct json_object *status)
 	}
 }
 
+/* A job's stop, or its requeue's wait for nodes, under the table. */
+static void print_recovery(struct json_object *j)
+{
+	struct json_object *reason, *stopped, *phase;
+
+	if (!json_object_object_get_ex(j, "reason", &reason) || !*json_object_get_string(reason))
+		return;
+	json_object_object_get_ex(j, "stopped", &stopped);
+	json_object_object_get_ex(j, "phase", &phase);
+	printf("job %llu: %s: %s\n", (unsigned long long)field(j, "job"),
+	       json_object_get_boolean(stopped)				  ? "stopped"
+	       : phase && !strcmp(json_object_get_string(phase), "queue") ? "requeued"
+									  : "last decision",
+	       json_object_get_string(reason));
+}
+
 static int do_status(struct admin *a, int json)
 {
 	struct phx_wire_msg m;
@@ -409,6 +425,8 @@ static int do_status(struct admin *a, int json)
 		       (unsigned long long)field(j, "committed"),
 		       (unsigned long long)field(j, "step"), iv);
 	}
+	for (size_t i = 0; i < n; i++)
+		print_recovery(json_object_array_get_idx(jobs, i));
 	print_untrusted(m.payload);
 	phx_wire_msg_free(&m);
 	return 0;

@@ -28,6 +28,7 @@
 
 #include "common/hostlist.h"
 #include "common/log.h"
+#include "common/requeue.h"
 #include "common/preflight.h"
 #include "launcher/driver_daemon.h"
 #include "launcher/agent.h"
@@ -55,6 +56,7 @@ struct driver {
 	const char *pf_results; /* NULL: measure live */
 	bool *trusted; /* [alloc]: passed the check since it last joined a step */
 	bool *slow; /* [alloc]: the check found it slow */
+	bool *suspect; /* [alloc]: Slurm has it NOT_RESPONDING, not (yet) DOWN */
 	size_t *prev; /* the nodes of the last step */
 	size_t nprev;
 	node_info_msg_t *nodes; /* the last node table, for update-time caching */
@@ -109,7 +111,7 @@ static void drain_node(const char *node, const char *reason)
 	if (slurm_update_node(&m) != SLURM_SUCCESS)
 		phx_warn("cannot drain node %s: %s; it is only excluded from this job (draining "
 			 "needs Slurm operator rights)",
-			 node, slurm_strerror(slurm_get_errno()));
+			 node, slurm_strerror(errno));
 	else
 		phx_info("drained node %s (%s)", node, reason);
 }
@@ -137,7 +139,13 @@ static void node_bad(struct driver *dr, struct step *s, size_t i, const char *re
 		drain_node(dr->alloc.names[i], reason);
 }
 
-/* Why a node is unusable, or NULL. stop: reasons that end a running step. */
+/*
+ * Why a node is unusable, or NULL. stop: reasons that end a running step.
+ * NOT_RESPONDING is no reason: Slurm sets it when one message to the
+ * node's slurmd went unanswered within MessageTimeout (a busy node does
+ * that) and clears it at the next answer; it calls the node DOWN only
+ * after SlurmdTimeout of silence. A dead node is that, or srun says so.
+ */
 static const char *bad_state(uint32_t state, bool *stop)
 {
 	*stop = true;
@@ -147,8 +155,6 @@ static const char *bad_state(uint32_t state, bool *stop)
 		return "Slurm lists it as FUTURE";
 	if (state & NODE_STATE_FAIL)
 		return "Slurm marked it FAIL";
-	if (state & NODE_STATE_NO_RESPOND)
-		return "its slurmd does not respond";
 	/* A drained node (a failed health check) finishes the step it runs. */
 	*stop = false;
 	if (state & NODE_STATE_DRAIN)
@@ -168,8 +174,8 @@ static bool check_nodes(struct driver *dr, struct step *s)
 	if (rc == SLURM_SUCCESS) {
 		slurm_free_node_info_msg(dr->nodes);
 		dr->nodes = msg;
-	} else if (slurm_get_errno() != SLURM_NO_CHANGE_IN_DATA) {
-		phx_debug("slurm_load_node: %s", slurm_strerror(slurm_get_errno()));
+	} else if (errno != SLURM_NO_CHANGE_IN_DATA) {
+		phx_debug("slurm_load_node: %s", slurm_strerror(errno));
 		return false;
 	}
 	for (uint32_t k = 0; dr->nodes && k < dr->nodes->record_count; k++) {
@@ -181,6 +187,7 @@ static bool check_nodes(struct driver *dr, struct step *s)
 		if (!n->name || (i = alloc_index(dr, n->name)) < 0 || dr->st.bad[i])
 			continue;
 		why = bad_state(n->node_state, &stop);
+		dr->suspect[i] = !why && (n->node_state & NODE_STATE_NO_RESPOND);
 		if (!why)
 			continue;
 		node_bad(dr, s, (size_t)i, why, NULL);
@@ -188,6 +195,83 @@ static bool check_nodes(struct driver *dr, struct step *s)
 			stop_step |= s->idx[j] == (size_t)i;
 	}
 	return stop_step;
+}
+
+/* How long Slurm may take to call a silent node DOWN: SlurmdTimeout and a ping's round. */
+static uint64_t verdict_wait_ms(void)
+{
+	slurm_conf_t *c = NULL;
+	uint64_t ms = 60000;
+
+	if (slurm_load_ctl_conf(0, &c) == SLURM_SUCCESS && c) {
+		ms = 1000ull * (c->slurmd_timeout + 2u * c->msg_timeout + 1u);
+		slurm_free_ctl_conf(c);
+	}
+	return ms < 600000 ? ms : 600000;
+}
+
+static size_t count_sure(const struct driver *dr, size_t *suspects)
+{
+	size_t sure = 0;
+
+	*suspects = 0;
+	for (size_t i = 0; i < dr->alloc.count; i++) {
+		if (dr->st.bad[i])
+			continue;
+		sure += !dr->suspect[i];
+		*suspects += dr->suspect[i];
+	}
+	return sure;
+}
+
+/*
+ * Before a step: when the nodes Slurm hears from are too few for it and
+ * some are NOT_RESPONDING, waits for Slurm's verdict on those (DOWN, or
+ * answering again), at most verdict_wait_ms(); a node still silent then
+ * is bad. With enough answering nodes the step just avoids the others.
+ */
+static void settle_suspects(struct driver *dr)
+{
+	uint64_t until = 0;
+	size_t suspects;
+
+	while (count_sure(dr, &suspects) < dr->st.want && suspects) {
+		if (!until) {
+			until = now_ms() + verdict_wait_ms();
+			phx_warn("%zu node(s) of job %u do not answer Slurm (NOT_RESPONDING); "
+				 "waiting "
+				 "up to %llu s for Slurm to hear from them or call them DOWN",
+				 suspects, dr->job_id,
+				 (unsigned long long)(until - now_ms()) / 1000);
+		}
+		if (now_ms() >= until) {
+			for (size_t i = 0; i < dr->alloc.count; i++)
+				if (dr->suspect[i] && !dr->st.bad[i])
+					node_bad(
+						dr, NULL, i,
+						"its slurmd did not answer Slurm for SlurmdTimeout",
+						NULL);
+			return;
+		}
+		usleep(250000);
+		check_nodes(dr, NULL);
+	}
+}
+
+/* The step's nodes: the first healthy ones, answering ones first. */
+static size_t pick(struct driver *dr, size_t *idx)
+{
+	bool *avoid = calloc(dr->alloc.count, sizeof(*avoid));
+	size_t n = 0;
+
+	for (size_t i = 0; avoid && i < dr->alloc.count; i++)
+		avoid[i] = dr->st.bad[i] || dr->suspect[i];
+	if (avoid)
+		n = phx_drv_pick(avoid, dr->alloc.count, dr->st.want, idx);
+	free(avoid);
+	if (n < dr->st.want)
+		n = phx_drv_pick(dr->st.bad, dr->alloc.count, dr->st.want, idx);
+	return n;
 }
 
 static void on_line(void *arg, const char *line, size_t len)
@@ -353,8 +437,7 @@ static void kill_step(struct driver *dr, struct step *s)
 
 	s->killed = true;
 	if (id != NO_VAL && slurm_kill_job_step(dr->job_id, id, SIGKILL) != SLURM_SUCCESS)
-		phx_warn("cannot kill step %u.%u: %s", dr->job_id, id,
-			 slurm_strerror(slurm_get_errno()));
+		phx_warn("cannot kill step %u.%u: %s", dr->job_id, id, slurm_strerror(errno));
 	phx_info("stopped step %u.%u after a node failure", dr->job_id, id);
 }
 
@@ -520,29 +603,77 @@ static void nudge_requeued(struct driver *dr, char *bad)
 	}
 }
 
+/* The allocation's bad nodes as a host list; NULL: none (or no memory, said). */
+static char *bad_list(const struct driver *dr)
+{
+	size_t *idx = calloc(dr->alloc.count ? dr->alloc.count : 1, sizeof(*idx)), n = 0;
+	char *list = NULL;
+
+	for (size_t i = 0; idx && i < dr->alloc.count; i++) {
+		if (dr->st.bad[i])
+			idx[n++] = i;
+	}
+	if (n)
+		list = node_list(dr, idx, n);
+	free(idx);
+	return list;
+}
+
+/*
+ * Slurm's view decides what a requeue excludes (common/requeue.h): never
+ * into a partition too small for the job without its bad nodes. NULL
+ * *exclude with 0: exclude nothing; -1: do not requeue (said why).
+ */
+static int plan_requeue(struct driver *dr, char *bad, char **exclude)
+{
+	struct phx_requeue_plan plan;
+	char err[512];
+
+	if (phx_requeue_check(dr->job_id, bad, (enum phx_too_few)dr->conf->recovery.too_few_nodes,
+			      &plan, exclude, err, sizeof(err)) < 0) {
+		phx_warn("cannot ask Slurm whether job %u fits without %s (%s); requeueing it "
+			 "excluding them",
+			 dr->job_id, bad ? bad : "any node", err);
+		*exclude = bad ? strdup(bad) : NULL;
+		return 0;
+	}
+	switch (plan.verdict) {
+	case PHX_REQUEUE_OK:
+		phx_debug("job %u: %s", dr->job_id, plan.why);
+		return 0;
+	case PHX_REQUEUE_WAIT:
+		phx_warn("job %u: %s", dr->job_id, plan.why);
+		phx_drv_daemon_report(dr->daemon, "wait", NULL, 0, plan.why);
+		return 0;
+	case PHX_REQUEUE_DEAD_END:
+		break;
+	}
+	phx_error("stopping job %u: %s", dr->job_id, plan.why);
+	phx_drv_daemon_report(dr->daemon, "stop", NULL, 0, plan.why);
+	free(*exclude);
+	*exclude = NULL;
+	return -1;
+}
+
 static int requeue(struct driver *dr, const char *why)
 {
-	char *bad = NULL, **names = calloc(dr->alloc.count, sizeof(*names)), err[256];
-	size_t nb = 0;
+	char *bad = bad_list(dr), *exclude = NULL;
 
 	phx_error("requeueing job %u: %s", dr->job_id, why);
-	for (size_t i = 0; names && i < dr->alloc.count; i++) {
-		if (dr->st.bad[i])
-			names[nb++] = dr->alloc.names[i];
+	if (plan_requeue(dr, bad, &exclude) < 0) {
+		free(bad);
+		return PHX_EXIT_NO_NODES;
 	}
-	if (nb)
-		bad = phx_hostlist_compress(names, nb, err, sizeof(err));
-	free(names);
+	free(bad);
 	if (slurm_requeue(dr->job_id, 0) != SLURM_SUCCESS) {
 		phx_error("Slurm refused to requeue job %u: %s; exiting with %d, which requeues it "
 			  "where slurm.conf has RequeueExit=%d",
-			  dr->job_id, slurm_strerror(slurm_get_errno()), PHX_EXIT_REQUEUE,
-			  PHX_EXIT_REQUEUE);
-		free(bad);
+			  dr->job_id, slurm_strerror(errno), PHX_EXIT_REQUEUE, PHX_EXIT_REQUEUE);
+		free(exclude);
 		return PHX_EXIT_REQUEUE;
 	}
-	nudge_requeued(dr, bad);
-	free(bad);
+	nudge_requeued(dr, exclude);
+	free(exclude);
 	return PHX_EXIT_REQUEUE;
 }
 
@@ -657,7 +788,13 @@ static int pick_nodes(struct driver *dr, struct step *s, bool first, int *rc)
 	bool ok;
 
 	for (;;) {
-		s->n = phx_drv_pick(dr->st.bad, dr->alloc.count, dr->st.want, s->idx);
+		settle_suspects(dr);
+		phx_drv_fit(&dr->st, &d);
+		if (d.action != PHX_DRV_RELAUNCH) {
+			*rc = finish(dr, &d);
+			return 0;
+		}
+		s->n = pick(dr, s->idx);
 		if (!dr->preflight)
 			return 1;
 		if (preflight(dr, s->idx, s->n, first) < 0) {
@@ -796,8 +933,9 @@ static int setup(struct driver *dr, const struct phx_conf *conf)
 	dr->preempt_sig = o->preempt_sig;
 	dr->trusted = calloc(dr->alloc.count, sizeof(*dr->trusted));
 	dr->slow = calloc(dr->alloc.count, sizeof(*dr->slow));
+	dr->suspect = calloc(dr->alloc.count, sizeof(*dr->suspect));
 	dr->prev = calloc(dr->alloc.count, sizeof(*dr->prev));
-	if (!dr->trusted || !dr->slow || !dr->prev)
+	if (!dr->trusted || !dr->slow || !dr->suspect || !dr->prev)
 		return PHX_EXIT_SETUP;
 	n = readlink("/proc/self/exe", dr->self, sizeof(dr->self) - 1);
 	if (n <= 0) {
@@ -849,6 +987,7 @@ int phx_driver_main(struct phx_launch_opts *o, const struct phx_conf *conf, int 
 	free(dr.st.bad);
 	free(dr.trusted);
 	free(dr.slow);
+	free(dr.suspect);
 	free(dr.prev);
 	phx_hostnames_free(&dr.alloc);
 	slurm_fini();

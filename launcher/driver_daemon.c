@@ -115,15 +115,16 @@ struct phx_drv_daemon *phx_drv_daemon_open(const struct phx_conf *conf, uint32_t
 void phx_drv_daemon_report(struct phx_drv_daemon *dd, const char *kind, const char *node,
 			   uint64_t value, const char *reason)
 {
-	char why[PHX_WIRE_REASON_MAX + 1];
+	char why[PHX_WIRE_REASON_MAX + 1], about[300];
 	bool was_away;
 
 	if (!dd)
 		return;
+	snprintf(about, sizeof(about), "%s%s", node ? "node " : "the job", node ? node : "");
 	/* The protocol's limit on reasons; the driver's own log has all of it. */
 	snprintf(why, sizeof(why), "%s", reason ? reason : "");
 	if (phx_ckpt_client_report(dd->client, kind, node, 0, value, why) < 0) {
-		phx_warn("cannot queue the %s report of node %s for phalanx-ckptd", kind, node);
+		phx_warn("cannot queue the %s report of %s for phalanx-ckptd", kind, about);
 		return;
 	}
 	/* While the daemon is away one full wait is enough: later reports only
@@ -132,9 +133,9 @@ void phx_drv_daemon_report(struct phx_drv_daemon *dd, const char *kind, const ch
 	pump(dd, was_away ? PHX_DRV_DAEMON_AWAY_MS : PHX_DRV_DAEMON_WAIT_MS);
 	dd->away = !phx_ckpt_client_ready(dd->client);
 	if (!was_away && !phx_ckpt_client_idle(dd->client))
-		phx_warn("phalanx-ckptd at %s did not take the %s report of node %s within %d ms; "
+		phx_warn("phalanx-ckptd at %s did not take the %s report of %s within %d ms; "
 			 "it stays queued and the driver goes on",
-			 dd->address, kind, node, PHX_DRV_DAEMON_WAIT_MS);
+			 dd->address, kind, about, PHX_DRV_DAEMON_WAIT_MS);
 }
 
 void phx_drv_daemon_close(struct phx_drv_daemon *dd)

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The driver's reports to phalanx-ckptd: which node the job relaunches
- * without ("restart"), and preflight results ("check"). Without a daemon
- * configured every call does nothing.
+ * without ("restart"), preflight results ("check"), and, about the whole
+ * job (no node), a requeue that waits for nodes ("wait") or the driver
+ * stopping it ("stop"). Without a daemon configured every call does
+ * nothing.
  */
 #ifndef PHX_DRIVER_DAEMON_H
 #define PHX_DRIVER_DAEMON_H
@@ -15,7 +17,7 @@ struct phx_drv_daemon;
 /* NULL when no daemon is configured or the job lacks its token (said once). */
 struct phx_drv_daemon *phx_drv_daemon_open(const struct phx_conf *conf, uint32_t job);
 /*
- * Sends report kind ("restart" or "check") about node, waiting at most
+ * Sends report kind about node (NULL: the job), waiting at most
  * PHX_DRV_DAEMON_WAIT_MS for it to be written (PHX_DRV_DAEMON_AWAY_MS
  * once a wait found the daemon away); a report not written by then stays
  * queued and goes on reconnection.
