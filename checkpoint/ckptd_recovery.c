@@ -187,8 +187,8 @@ static int plan_requeue(struct ckptd *d, struct ckptd_job *j)
 	struct phx_requeue_plan plan;
 	char err[512], *exclude = NULL;
 
-	if (phx_requeue_check(j->id, r->exclude, (enum phx_too_few)d->rc_too_few, &plan, &exclude,
-			      err, sizeof(err)) < 0) {
+	if (phx_requeue_check(j->id, r->exclude, 0, (enum phx_too_few)d->rc_too_few, &plan,
+			      &exclude, err, sizeof(err)) < 0) {
 		d->rm.slurm_errors++;
 		phx_warn("job %u: cannot ask Slurm whether it fits without %s (%s); requeueing it "
 			 "as planned",

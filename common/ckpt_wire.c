@@ -270,9 +270,9 @@ static int opt_u64(struct ctx *c, const char *key, uint64_t *out, int *has)
 
 static int d_event(struct ctx *c)
 {
-	static const char *const kinds[] = { "save",  "persist", "failure",   "node_bad",
-					     "crash", "hang",	 "straggler", "check",
-					     "xid",   "restart", "done",      NULL };
+	static const char *const kinds[] = { "save", "persist",	  "failure", "node_bad", "crash",
+					     "hang", "straggler", "check",   "xid",	 "restart",
+					     "done", "stop",	  "wait",    NULL };
 	const char *const *k;
 	const char *kind;
 
@@ -284,7 +284,7 @@ static int d_event(struct ctx *c)
 	if (!*k)
 		return phx_errf(c->err, c->errlen,
 				"event: \"kind\" \"%s\" is not save, persist, failure, node_bad, "
-				"crash, hang, straggler, check, xid, restart or done",
+				"crash, hang, straggler, check, xid, restart, done, stop or wait",
 				kind);
 	if (str(c, "node", PHX_MANIFEST_NODE_MAX, 0, &c->m->node, 1) < 0 ||
 	    gen_field(c, 1, 1) < 0 || opt_u64(c, "value", &c->m->value, &c->m->has_value) < 0 ||

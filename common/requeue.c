@@ -78,130 +78,167 @@ static bool usable_state(uint32_t st)
 	       !(st & (NODE_STATE_DRAIN | NODE_STATE_FAIL));
 }
 
-static bool listed(const struct phx_hostnames *h, const char *name)
-{
-	for (size_t i = 0; i < h->count; i++)
-		if (!strcmp(h->names[i], name))
-			return true;
-	return false;
-}
-
-static bool in_partitions(const char *parts, const char *name)
+static bool in_list(const char *list, const char *name)
 {
 	size_t k = strlen(name);
 
-	for (const char *p = parts; (p = strstr(p, name)); p += k)
-		if ((p == parts || p[-1] == ',') && (p[k] == ',' || !p[k]))
+	for (const char *p = list; (p = strstr(p, name)); p += k)
+		if ((p == list || p[-1] == ',') && (p[k] == ',' || !p[k]))
 			return true;
 	return false;
 }
 
-/* The names of every partition of the job's list, without repeats. */
-static int partition_nodes(const char *job_parts, struct phx_hostnames *out, char *err,
-			   size_t errlen)
+/* Slurm's node table, searchable by name: a cluster has 100k nodes. */
+struct node_table {
+	node_info_msg_t *msg;
+	node_info_t **by_name;
+	size_t n;
+	bool *in_part, *bad;
+};
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp((*(node_info_t *const *)a)->name, (*(node_info_t *const *)b)->name);
+}
+
+static long find_node(const struct node_table *t, const char *name)
+{
+	size_t lo = 0, hi = t->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(t->by_name[mid]->name, name);
+
+		if (!c)
+			return (long)mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+static int table_load(struct node_table *t, char *err, size_t errlen)
+{
+	memset(t, 0, sizeof(*t));
+	if (slurm_load_node(0, &t->msg, SHOW_ALL) != SLURM_SUCCESS)
+		return phx_errf(err, errlen, "slurm_load_node: %s", slurm_strerror(errno));
+	t->by_name = calloc(t->msg->record_count + 1, sizeof(*t->by_name));
+	t->in_part = calloc(t->msg->record_count + 1, sizeof(*t->in_part));
+	t->bad = calloc(t->msg->record_count + 1, sizeof(*t->bad));
+	if (!t->by_name || !t->in_part || !t->bad)
+		return phx_errf(err, errlen, "out of memory");
+	for (uint32_t i = 0; i < t->msg->record_count; i++)
+		if (t->msg->node_array[i].name)
+			t->by_name[t->n++] = &t->msg->node_array[i];
+	qsort(t->by_name, t->n, sizeof(*t->by_name), by_name);
+	return 0;
+}
+
+static void table_free(struct node_table *t)
+{
+	free(t->by_name);
+	free(t->in_part);
+	free(t->bad);
+	slurm_free_node_info_msg(t->msg);
+}
+
+/* Sets flag[] for every node of the host list expr that Slurm knows. */
+static int mark(struct node_table *t, const char *expr, bool *flag, char *err, size_t errlen)
+{
+	struct phx_hostnames h;
+
+	if (!expr || !*expr)
+		return 0;
+	if (phx_hostlist_expand(expr, &h, err, errlen) < 0)
+		return -1;
+	for (size_t i = 0; i < h.count; i++) {
+		long k = find_node(t, h.names[i]);
+
+		if (k >= 0)
+			flag[k] = true;
+	}
+	phx_hostnames_free(&h);
+	return 0;
+}
+
+/* The nodes of the job's partitions (job_parts: "a,b") in the table. */
+static int mark_partitions(struct node_table *t, const char *job_parts, char *err, size_t errlen)
 {
 	partition_info_msg_t *pm = NULL;
 	int rc = 0;
 
-	memset(out, 0, sizeof(*out));
 	if (slurm_load_partitions(0, &pm, SHOW_ALL) != SLURM_SUCCESS)
 		return phx_errf(err, errlen, "slurm_load_partitions: %s", slurm_strerror(errno));
 	for (uint32_t p = 0; p < pm->record_count && !rc; p++) {
 		partition_info_t *pi = &pm->partition_array[p];
-		struct phx_hostnames h;
 
-		if (!pi->name || !pi->nodes || !in_partitions(job_parts, pi->name))
-			continue;
-		if (phx_hostlist_expand(pi->nodes, &h, err, errlen) < 0) {
-			rc = -1;
-			break;
-		}
-		for (size_t i = 0; i < h.count && !rc; i++) {
-			char **v;
-
-			if (listed(out, h.names[i]))
-				continue;
-			v = realloc(out->names, (out->count + 1) * sizeof(*v));
-			if (!v || !(v[out->count] = strdup(h.names[i]))) {
-				if (v)
-					out->names = v;
-				rc = phx_errf(err, errlen, "out of memory");
-				break;
-			}
-			out->names = v;
-			out->count++;
-		}
-		phx_hostnames_free(&h);
+		if (pi->name && in_list(job_parts, pi->name))
+			rc = mark(t, pi->nodes, t->in_part, err, errlen);
 	}
 	slurm_free_partition_info_msg(pm);
 	return rc;
 }
 
-static int mark_nodes(const struct phx_hostnames *all, const struct phx_hostnames *bad,
-		      struct phx_requeue_node *v, char *err, size_t errlen)
+/*
+ * The nodes the job asked for. A running job's num_nodes is what it holds
+ * now: with --no-kill Slurm removes a failed node from the job, but a
+ * requeue asks for the request again (its TRES "node=N").
+ */
+static size_t requested_nodes(const job_info_t *ji)
 {
-	node_info_msg_t *nm = NULL;
+	const char *t = ji->tres_req_str ? strstr(ji->tres_req_str, "node=") : NULL;
+	unsigned long n = 0;
 
-	if (slurm_load_node(0, &nm, SHOW_ALL) != SLURM_SUCCESS)
-		return phx_errf(err, errlen, "slurm_load_node: %s", slurm_strerror(errno));
-	for (size_t i = 0; i < all->count; i++) {
-		v[i].name = all->names[i];
-		v[i].bad = listed(bad, all->names[i]);
-		v[i].usable = false;
-		for (uint32_t k = 0; k < nm->record_count; k++) {
-			node_info_t *ni = &nm->node_array[k];
-
-			if (ni->name && !strcmp(ni->name, all->names[i]))
-				v[i].usable = usable_state(ni->node_state);
-		}
-	}
-	slurm_free_node_info_msg(nm);
-	return 0;
+	if (t && (t == ji->tres_req_str || t[-1] == ','))
+		n = strtoul(t + 5, NULL, 10);
+	if (n < ji->num_nodes)
+		n = ji->num_nodes;
+	return n ? n : 1;
 }
 
-static char *exclude_list(const struct phx_requeue_node *v, const bool *ex, size_t n, char *err,
-			  size_t errlen)
+/* Plans over the table's partition nodes; *exclude gets the list to exclude. */
+static int plan_table(const struct node_table *t, size_t need, enum phx_too_few policy,
+		      struct phx_requeue_plan *plan, char **exclude, char *err, size_t errlen)
 {
-	char **names = calloc(n ? n : 1, sizeof(*names)), *list = NULL;
-	size_t k = 0;
+	struct phx_requeue_node *v = calloc(t->n + 1, sizeof(*v));
+	bool *ex = calloc(t->n + 1, sizeof(*ex));
+	char **names = calloc(t->n + 1, sizeof(*names));
+	size_t n = 0, k = 0;
+	int rc = -1;
 
-	if (!names)
-		return NULL;
+	if (!v || !ex || !names) {
+		phx_errf(err, errlen, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < t->n; i++) {
+		if (!t->in_part[i])
+			continue;
+		v[n].name = t->by_name[i]->name;
+		v[n].usable = usable_state(t->by_name[i]->node_state);
+		v[n++].bad = t->bad[i];
+	}
+	phx_requeue_plan(v, n, need, policy, ex, plan);
 	for (size_t i = 0; i < n; i++)
 		if (ex[i])
 			names[k++] = (char *)v[i].name;
-	if (k)
-		list = phx_hostlist_compress(names, k, err, errlen);
+	rc = 0;
+	if (k && !(*exclude = phx_hostlist_compress(names, k, err, errlen)))
+		rc = -1;
+out:
+	free(v);
+	free(ex);
 	free(names);
-	return list;
-}
-
-/* The bad nodes given and those the job excludes already, as one list of names. */
-static int bad_names(const char *bad, const char *job_exc, struct phx_hostnames *out, char *err,
-		     size_t errlen)
-{
-	size_t lb = bad ? strlen(bad) : 0, le = job_exc ? strlen(job_exc) : 0;
-	char *both = malloc(lb + le + 2);
-	int rc;
-
-	memset(out, 0, sizeof(*out));
-	if (!both)
-		return phx_errf(err, errlen, "out of memory");
-	snprintf(both, lb + le + 2, "%s%s%s", lb ? bad : "", lb && le ? "," : "",
-		 le ? job_exc : "");
-	rc = *both ? phx_hostlist_expand(both, out, err, errlen) : 0;
-	free(both);
 	return rc;
 }
 
-int phx_requeue_check(uint32_t job_id, const char *bad, enum phx_too_few policy,
+int phx_requeue_check(uint32_t job_id, const char *bad, size_t need_nodes, enum phx_too_few policy,
 		      struct phx_requeue_plan *plan, char **exclude, char *err, size_t errlen)
 {
-	struct phx_hostnames all = { 0 }, badn = { 0 };
-	struct phx_requeue_node *v = NULL;
+	struct node_table t = { 0 };
 	job_info_msg_t *jm = NULL;
-	bool *ex = NULL;
-	size_t need;
+	job_info_t *ji;
 	int rc = -1;
 
 	*exclude = NULL;
@@ -210,27 +247,16 @@ int phx_requeue_check(uint32_t job_id, const char *bad, enum phx_too_few policy,
 			 jm ? "no such job" : slurm_strerror(errno));
 		goto out;
 	}
-	need = jm->job_array[0].num_nodes ? jm->job_array[0].num_nodes : 1;
-	if (bad_names(bad, jm->job_array[0].exc_nodes, &badn, err, errlen) < 0 ||
-	    partition_nodes(jm->job_array[0].partition ? jm->job_array[0].partition : "", &all, err,
-			    errlen) < 0)
+	ji = &jm->job_array[0];
+	if (table_load(&t, err, errlen) < 0 ||
+	    mark_partitions(&t, ji->partition ? ji->partition : "", err, errlen) < 0 ||
+	    mark(&t, bad, t.bad, err, errlen) < 0 ||
+	    mark(&t, ji->exc_nodes, t.bad, err, errlen) < 0)
 		goto out;
-	v = calloc(all.count ? all.count : 1, sizeof(*v));
-	ex = calloc(all.count ? all.count : 1, sizeof(*ex));
-	if (!v || !ex) {
-		phx_errf(err, errlen, "out of memory");
-		goto out;
-	}
-	if (mark_nodes(&all, &badn, v, err, errlen) < 0)
-		goto out;
-	phx_requeue_plan(v, all.count, need, policy, ex, plan);
-	*exclude = exclude_list(v, ex, all.count, err, errlen);
-	rc = 0;
+	rc = plan_table(&t, need_nodes ? need_nodes : requested_nodes(ji), policy, plan, exclude,
+			err, errlen);
 out:
-	free(v);
-	free(ex);
-	phx_hostnames_free(&all);
-	phx_hostnames_free(&badn);
+	table_free(&t);
 	slurm_free_job_info_msg(jm);
 	return rc;
 }

@@ -57,13 +57,14 @@ void phx_requeue_plan(const struct phx_requeue_node *nodes, size_t n, size_t nee
 		      enum phx_too_few policy, bool *exclude, struct phx_requeue_plan *plan);
 
 /*
- * Plans the requeue of job_id without the nodes of the host list bad
- * (may be NULL or ""), keeping the job's current exclusions: reads the
- * job, its partitions and their nodes from Slurm. On success *exclude is
- * the host list to set as the job's excluded nodes (malloc'd; NULL when
- * none). Returns 0, or -1 with err set when Slurm cannot be asked.
+ * Plans the requeue of job_id, which needs need nodes (0: as many as it
+ * asked Slurm for), without the nodes of the host list bad (may be NULL
+ * or ""), keeping the job's current exclusions: reads the job, its
+ * partitions and their nodes from Slurm. On success *exclude is the host
+ * list to set as the job's excluded nodes (malloc'd; NULL when none).
+ * Returns 0, or -1 with err set when Slurm cannot be asked.
  */
-int phx_requeue_check(uint32_t job_id, const char *bad, enum phx_too_few policy,
+int phx_requeue_check(uint32_t job_id, const char *bad, size_t need, enum phx_too_few policy,
 		      struct phx_requeue_plan *plan, char **exclude, char *err, size_t errlen);
 
 #endif

@@ -123,6 +123,22 @@ int phx_rundir_make(const char *base, const char *prefix, char *out, size_t outl
 	return rc;
 }
 
+/* Sweeps the siblings of dir (base/prefix.XXXXXX) whose owners died. */
+static void sweep_siblings(const char *dir)
+{
+	char base[4200], *slash, *dot;
+
+	if (snprintf(base, sizeof(base), "%s", dir) >= (int)sizeof(base))
+		return;
+	slash = strrchr(base, '/');
+	dot = slash ? strrchr(slash, '.') : NULL;
+	if (!slash || !dot || slash == base)
+		return;
+	*slash = '\0';
+	*dot = '\0';
+	phx_rundir_sweep(base, slash + 1);
+}
+
 void phx_rundir_remove(const char *dir, int lock_fd)
 {
 	int dfd = dir[0] ? open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
@@ -132,6 +148,9 @@ void phx_rundir_remove(const char *dir, int lock_fd)
 		close(dfd);
 		rmdir(dir);
 	}
-	if (lock_fd >= 0)
+	if (lock_fd >= 0) {
 		close(lock_fd);
+		/* The last agent of a job to end cleans up after those killed before it. */
+		sweep_siblings(dir);
+	}
 }

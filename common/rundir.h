@@ -6,7 +6,8 @@
  * Slurm's SIGKILL after KillWait) cannot remove it. So each directory
  * holds a lock file that its owner keeps locked while it lives: the
  * kernel drops the lock with the process, and the next agent of the same
- * user sweeps every directory of its kind whose lock nobody holds.
+ * user to start or end sweeps every directory of its kind whose lock
+ * nobody holds.
  */
 #ifndef PHX_RUNDIR_H
 #define PHX_RUNDIR_H
@@ -26,7 +27,9 @@ int phx_rundir_make(const char *base, const char *prefix, char *out, size_t outl
 
 /*
  * Removes the files of dir (one level: run directories hold no folders),
- * dir itself, and closes lock_fd. Safe on a directory not made or gone.
+ * dir itself, and closes lock_fd; then sweeps dir's stale siblings, so
+ * the last agent to end leaves none of a killed one's behind. Safe on a
+ * directory not made or gone.
  */
 void phx_rundir_remove(const char *dir, int lock_fd);
 

@@ -36,6 +36,7 @@
 
 #define POLL_MS 1000 /* between looks at Slurm's node states */
 #define KILL_WAIT_MS 200 /* step killed: srun passes on what it has, then goes */
+#define LAUNCH_RETRY_MS 180000 /* failed launches retried this long, none counted */
 
 struct driver {
 	struct phx_launch_opts *o;
@@ -76,6 +77,7 @@ struct step {
 	unsigned new_bad;
 	bool killed; /* by the driver, for a bad node */
 	bool lost; /* srun reported an agent killed or a node failure */
+	bool launch_failed; /* srun said the step's launch failed */
 	int status;
 	uint32_t step_id; /* NO_VAL until looked up */
 };
@@ -289,6 +291,8 @@ static void on_line(void *arg, const char *line, size_t len)
 		return;
 	}
 	kind = phx_srun_line_parse(line, len, node, sizeof(node));
+	if (kind == 3)
+		s->launch_failed = true;
 	if ((kind == 2 && !s->vanished[0]) || kind == 1) {
 		snprintf(s->vanished, sizeof(s->vanished), "%s", node);
 		s->lost = true;
@@ -500,7 +504,9 @@ static void srun_report(struct driver *dr, struct step *s)
 {
 	long i;
 
-	if (s->new_bad || s->killed || dr->stop_sig || !s->vanished[0] || s->have_result)
+	/* After a failed launch srun kills the agents it had started: no node's fault. */
+	if (s->new_bad || s->killed || dr->stop_sig || !s->vanished[0] || s->have_result ||
+	    s->launch_failed)
 		return;
 	i = alloc_index(dr, s->vanished);
 	if (i >= 0)
@@ -629,8 +635,10 @@ static int plan_requeue(struct driver *dr, char *bad, char **exclude)
 	struct phx_requeue_plan plan;
 	char err[512];
 
-	if (phx_requeue_check(dr->job_id, bad, (enum phx_too_few)dr->conf->recovery.too_few_nodes,
-			      &plan, exclude, err, sizeof(err)) < 0) {
+	/* The run started on the job's whole request: the requeue needs as many. */
+	if (phx_requeue_check(dr->job_id, bad, dr->alloc.count,
+			      (enum phx_too_few)dr->conf->recovery.too_few_nodes, &plan, exclude,
+			      err, sizeof(err)) < 0) {
 		phx_warn("cannot ask Slurm whether job %u fits without %s (%s); requeueing it "
 			 "excluding them",
 			 dr->job_id, bad ? bad : "any node", err);
@@ -826,6 +834,40 @@ static int pick_nodes(struct driver *dr, struct step *s, bool first, int *rc)
 	return 1;
 }
 
+/*
+ * A launch that failed with no node lost is retried after a pause, not
+ * counted as a relaunch: the usual cause is a step of the job's earlier
+ * run (the same job and step id after a requeue) still ending on a node,
+ * whose Slurm PMIx server socket is still bound there; Slurm's PMIx plugin
+ * can take tens of seconds to give up on a dead peer. A node that really
+ * died is called DOWN by Slurm meanwhile, and left out of the next try.
+ * False once LAUNCH_RETRY_MS of tries are spent.
+ */
+static bool retry_launch(struct driver *dr, uint64_t *since, unsigned *tries)
+{
+	uint64_t now = now_ms(), wait = 1000ull << (*tries < 3 ? *tries : 3);
+	struct pollfd pf = { dr->sig_fd, POLLIN, 0 };
+
+	if (!*since)
+		*since = now;
+	if (now - *since + wait > LAUNCH_RETRY_MS)
+		return false;
+	(*tries)++;
+	phx_warn("the step's launch failed (srun's lines above) and no node is lost: trying again "
+		 "in %llu s (try %u; a step of the job's earlier run may still be ending on one of "
+		 "its nodes)",
+		 (unsigned long long)wait / 1000, *tries);
+	/* A TERM or INT meanwhile stops the driver as during a step. */
+	if (poll(&pf, 1, (int)wait) > 0) {
+		struct signalfd_siginfo si;
+
+		while (read(dr->sig_fd, &si, sizeof(si)) == sizeof(si))
+			if (si.ssi_signo != SIGCHLD)
+				dr->stop_sig = (int)si.ssi_signo;
+	}
+	return !dr->stop_sig;
+}
+
 /* The agents were preempted: requeue now rather than relaunch. */
 static int after_preemption(struct driver *dr, const struct step *s)
 {
@@ -842,6 +884,8 @@ static int run(struct driver *dr)
 	struct phx_drv_decision d;
 	struct step s;
 	bool first = true;
+	uint64_t retry_since = 0;
+	unsigned retries = 0;
 	int rc;
 
 	check_nodes(dr, NULL);
@@ -870,6 +914,11 @@ static int run(struct driver *dr)
 		check_nodes(dr, &s);
 		srun_report(dr, &s);
 		free(s.idx);
+		if (s.launch_failed && !s.new_bad && !dr->stop_sig && !dr->preempted &&
+		    retry_launch(dr, &retry_since, &retries))
+			continue;
+		retry_since = 0;
+		retries = 0;
 		/* A step that finished before the preemption took hold is done. */
 		if (dr->preempted && s.status != 0)
 			return after_preemption(dr, &s);

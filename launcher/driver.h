@@ -102,7 +102,8 @@ int phx_result_parse(const char *line, size_t len, struct phx_result *r);
 
 /*
  * srun's reports: 1 "Node failure on NODE", 2 the agent on NODE was
- * killed by a signal, 0 any other line. node gets the name.
+ * killed by a signal (node gets the names of these two), 3 the step's
+ * launch failed, 0 any other line.
  */
 int phx_srun_line_parse(const char *line, size_t len, char *node, size_t nodelen);
 

@@ -185,11 +185,16 @@ int phx_result_parse(const char *line, size_t len, struct phx_result *r)
 }
 
 /*
- * srun's own reports on its stderr (Slurm 22.05):
+ * srun's own reports on its stderr (Slurm 22.05 to 24.11):
  *   srun: error: Node failure on NODE
  *   srun: error: NODE: task(s) LIST: MESSAGE
+ *   srun: error: task N launch failed: MESSAGE
+ *   srun: error: Task launch for STEP failed on node NODE: MESSAGE
+ *   srun: error: Application launch failed: MESSAGE
+ *   srun: ...STEP aborted before step completely launched.
  * 1: a node failure, 2: an agent that did not exit by itself (killed by
- * a signal: MESSAGE is not "Exited with exit code N"), 0: anything else.
+ * a signal: MESSAGE is not "Exited with exit code N"), 3: the step's
+ * launch failed, 0: anything else.
  */
 /* A host name as srun prints it: printable, no spaces, no ':'. */
 static bool host_ok(const char *p, size_t n)
@@ -203,6 +208,35 @@ static bool host_ok(const char *p, size_t n)
 	return true;
 }
 
+static bool has_text(const char *p, const char *end, const char *text)
+{
+	size_t k = strlen(text);
+
+	for (; (size_t)(end - p) >= k; p++)
+		if (!memcmp(p, text, k))
+			return true;
+	return false;
+}
+
+static bool starts(const char *p, const char *end, const char *text)
+{
+	size_t k = strlen(text);
+
+	return (size_t)(end - p) >= k && !memcmp(p, text, k);
+}
+
+/* srun's error MESSAGE (after "srun: error: ") says the step's launch failed. */
+static bool launch_failed(const char *p, const char *end)
+{
+	if (starts(p, end, "Application launch failed") || starts(p, end, "Task launch for "))
+		return true;
+	if (!starts(p, end, "task "))
+		return false;
+	for (p += 5; p < end && *p >= '0' && *p <= '9'; p++)
+		;
+	return starts(p, end, " launch failed");
+}
+
 int phx_srun_line_parse(const char *line, size_t len, char *node, size_t nodelen)
 {
 	static const char err[] = "srun: error: ", fail[] = "Node failure on ";
@@ -212,8 +246,14 @@ int phx_srun_line_parse(const char *line, size_t len, char *node, size_t nodelen
 
 	if (len && line[len - 1] == '\n')
 		end--;
-	if ((size_t)(end - line) < sizeof(err) - 1 || memcmp(line, err, sizeof(err) - 1))
+	if (!starts(line, end, "srun: "))
 		return 0;
+	if (has_text(line, end, " aborted before step completely launched"))
+		return 3;
+	if (!starts(line, end, err))
+		return 0;
+	if (launch_failed(p, end))
+		return 3;
 	if ((size_t)(end - p) > sizeof(fail) - 1 && !memcmp(p, fail, sizeof(fail) - 1)) {
 		p += sizeof(fail) - 1;
 		n = (size_t)(end - p);

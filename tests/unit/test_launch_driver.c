@@ -205,6 +205,30 @@ static void test_srun_lines(void **state)
 		phx_srun_line_parse("srun: error: node4: task 3: Killed\n", 35, node, sizeof(node)),
 		2);
 	assert_string_equal(node, "node4");
+	/* A failed launch, as srun 22.05 to 24.11 says it: no node is named as lost. */
+	{
+		static const char *const launch[] = {
+			"srun: error: task 0 launch failed: Unspecified error",
+			"srun: error: task 12 launch failed: Slurmd could not execve job",
+			"srun: error: Task launch for StepId=14.0 failed on node node1: "
+			"Unspecified "
+			"error",
+			"srun: error: Application launch failed: Unspecified error",
+			"srun: launch/slurm: launch_p_step_launch: StepId=14.0 aborted before step "
+			"completely launched.\n",
+		};
+
+		for (size_t i = 0; i < sizeof(launch) / sizeof(launch[0]); i++)
+			assert_int_equal(phx_srun_line_parse(launch[i], strlen(launch[i]), node,
+							     sizeof(node)),
+					 3);
+		/* A job whose own output says so is not srun's. */
+		assert_int_equal(
+			phx_srun_line_parse("task 0 launch failed", 20, node, sizeof(node)), 0);
+		assert_int_equal(phx_srun_line_parse("srun: error: task x launch failed", 33, node,
+						     sizeof(node)),
+				 0);
+	}
 	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
 		if (phx_srun_line_parse(other[i], strlen(other[i]), node, sizeof(node)) != 0)
 			fail_msg("took '%s' for a lost node", other[i]);

@@ -116,7 +116,11 @@ static void test_sweep_dead_owner(void **state)
 	/* A live owner's directory survives any sweep. */
 	assert_int_equal(phx_rundir_sweep(base, "phx-test"), 0);
 	assert_true(exists(live));
+	/* An owner that ends sweeps the dead ones that died after it started. */
+	make_in_dying_child(dead, sizeof(dead));
 	phx_rundir_remove(live, lock);
+	assert_false(exists(live));
+	assert_false(exists(dead));
 }
 
 static void test_sweep_leaves_others(void **state)
