@@ -21,6 +21,7 @@
 #include "checkpoint/ckptd.h"
 #include "common/ckpt_json.h"
 #include "common/drain.h"
+#include "common/hostlist.h"
 #include "common/log.h"
 #include "common/requeue.h"
 
@@ -177,6 +178,23 @@ static int requeued_already(uint32_t id)
 
 static void stop_job(struct ckptd *d, struct ckptd_job *j, const char *reason);
 
+/* r->exclude becomes the names of the host list (NULL: none), one by one. */
+static void set_exclude(struct ckptd_recovery *r, const char *list)
+{
+	struct phx_hostnames h = { 0 };
+	char err[256];
+
+	if (list && phx_hostlist_expand(list, &h, err, sizeof(err)) < 0) {
+		phx_warn("the exclusion list \"%s\" is not read (%s); it stays %s", list, err,
+			 r->exclude);
+		return;
+	}
+	r->exclude[0] = '\0';
+	for (size_t i = 0; i < h.count; i++)
+		exclude_add(r, h.names[i]);
+	phx_hostnames_free(&h);
+}
+
 /*
  * Never a requeue into a dead end (common/requeue.h): -1 when the job
  * was stopped instead; r->exclude becomes what Slurm is told to exclude.
@@ -203,11 +221,13 @@ static int plan_requeue(struct ckptd *d, struct ckptd_job *j)
 		free(exclude);
 		return -1;
 	}
-	if (plan.verdict == PHX_REQUEUE_WAIT) {
+	if (plan.verdict == PHX_REQUEUE_WAIT && strcmp(r->reason, plan.why)) {
 		phx_warn("job %u: %s", j->id, plan.why);
 		snprintf(r->reason, sizeof(r->reason), "%s", plan.why);
 	}
-	snprintf(r->exclude, sizeof(r->exclude), "%s", exclude ? exclude : "");
+	/* Waiting for nodes: exclude only what the plan keeps. */
+	if (plan.verdict == PHX_REQUEUE_WAIT)
+		set_exclude(r, exclude);
 	free(exclude);
 	return 0;
 }
@@ -637,6 +657,9 @@ static void fix_requeued(struct ckptd *d, struct ckptd_job *j, const struct ckpt
 
 	/* Not while completing: the requeue's end would set the hold again. */
 	if (s->state != JOB_PENDING || s->completing)
+		return;
+	/* Slurm may have requeued it first (a DOWN node): plan what it excludes here too. */
+	if (d->rc_act && plan_requeue(d, j) < 0)
 		return;
 	if (ckptd_slurm_fix(j->id, j->r.exclude, err, sizeof(err)) < 0) {
 		d->rm.slurm_errors++;

@@ -158,6 +158,43 @@ parts_add_up()
 	scancel "$job"
 }
 
+# status_line JOB: phalanx status's line on the job's recovery, "" when none.
+status_line()
+{
+	"$PHX" status --socket "$SOCK" | grep "^job $1: " || true
+}
+
+waits_for_nodes()
+{
+	[[ "$(status_line "$1")" == "job $1: requeued: "*"the job waits until enough are back" ]] &&
+		[ "$(job_state "$1")" = PENDING ]
+}
+
+@test "a requeue that would leave the partition too small waits for the lost node instead of excluding it" {
+	local job victim
+
+	# The whole lab: excluding the lost node would leave 3 nodes for a job of 4, forever.
+	job=$(sbatch --parsable -N4 --requeue --open-mode=append -o "$CKPTD_DIR/all.out" \
+		"$CKPTD_DIR/train.sh" 4)
+	wait_for 60 training_on "$job" 4
+	victim=$(scontrol show hostnames "$(job_field "$job" NodeList)" | tail -n 1)
+	"$LAB_CMD" kill-node "$victim"
+	wait_for 60 waits_for_nodes "$job"
+	status_line "$job" | sed 's/^/# /' >&3
+	[ "$(job_field "$job" ExcNodeList)" = "(null)" ]
+	grep -q "job $job: .* needed: requeued leaving the 1 DOWN or drained one(s) to Slurm" \
+		"$CKPTD_DIR/daemon.log"
+	# Back, and trusted after a passing check: the job runs on all four again.
+	"$LAB_CMD" restart-node "$victim"
+	"$SIM" report --address "$CKPTD_ADDR" --key "$LAB_DIR/etc/phalanx.key" --job "$job" \
+		--uid "$(id -u)" --job-nodes 4 --first-node 1 --node-name "$victim-check" \
+		--report check --report-node "$victim" --report-value 1
+	wait_for 90 training_on "$job" 4
+	[ "$(job_field "$job" Restarts)" = 1 ]
+	scancel "$job"
+	wait_for 30 job_finished "$job"
+}
+
 @test "the same crash twice is a user error: the job stops, not requeued, and says why" {
 	local job
 
