@@ -56,7 +56,7 @@ teardown_file()
 
 	scancel --user="$(id -un)" 2>/dev/null
 	pid=$(cat "$CKPTD_DIR/pid" 2>/dev/null) && kill "$pid" 2>/dev/null
-	for n in node1 node2 node3 node4; do
+	for n in $(sinfo -h -N -o %N | sort -u); do
 		node_state "$n" | grep -q '^down' && "$LAB_CMD" restart-node "$n" >/dev/null 2>&1
 		node_state "$n" | grep -q '^drain' && scontrol update nodename="$n" state=resume
 	done
@@ -171,25 +171,26 @@ waits_for_nodes()
 }
 
 @test "a requeue that would leave the partition too small waits for the lost node instead of excluding it" {
-	local job victim
+	local job victim n
 
-	# The whole lab: excluding the lost node would leave 3 nodes for a job of 4, forever.
-	job=$(sbatch --parsable -N4 --requeue --open-mode=append -o "$CKPTD_DIR/all.out" \
-		"$CKPTD_DIR/train.sh" 4)
-	wait_for 60 training_on "$job" 4
+	# The whole lab: excluding the lost node would leave n - 1 nodes for a job of n, forever.
+	n=$(sinfo -h -N -o %N | sort -u | wc -l)
+	job=$(sbatch --parsable -N"$n" --requeue --open-mode=append -o "$CKPTD_DIR/all.out" \
+		"$CKPTD_DIR/train.sh" "$n")
+	wait_for 60 training_on "$job" "$n"
 	victim=$(scontrol show hostnames "$(job_field "$job" NodeList)" | tail -n 1)
 	"$LAB_CMD" kill-node "$victim"
 	wait_for 60 waits_for_nodes "$job"
 	status_line "$job" | sed 's/^/# /' >&3
 	[ "$(job_field "$job" ExcNodeList)" = "(null)" ]
-	grep -q "job $job: .* needed: requeued leaving the 1 DOWN or drained one(s) to Slurm" \
+	grep -q "job $job: .*, $n needed: requeued leaving the 1 DOWN or drained one(s) to Slurm" \
 		"$CKPTD_DIR/daemon.log"
-	# Back, and trusted after a passing check: the job runs on all four again.
+	# Back, and trusted after a passing check: the job runs on every node again.
 	"$LAB_CMD" restart-node "$victim"
 	"$SIM" report --address "$CKPTD_ADDR" --key "$LAB_DIR/etc/phalanx.key" --job "$job" \
-		--uid "$(id -u)" --job-nodes 4 --first-node 1 --node-name "$victim-check" \
+		--uid "$(id -u)" --job-nodes "$n" --first-node 1 --node-name "$victim-check" \
 		--report check --report-node "$victim" --report-value 1
-	wait_for 90 training_on "$job" 4
+	wait_for 90 training_on "$job" "$n"
 	[ "$(job_field "$job" Restarts)" = 1 ]
 	scancel "$job"
 	wait_for 30 job_finished "$job"
