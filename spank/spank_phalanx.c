@@ -19,6 +19,7 @@
 #include "spank/local.h"
 #include "spank/options.h"
 #include "spank/prolog.h"
+#include "spank/rundirs.h"
 #include "spank/step.h"
 #include "spank/task.h"
 
@@ -164,6 +165,7 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
+	phx_spank_sweep_rundirs(sp);
 	phx_step_free(&step);
 	phx_opts_free();
 	phx_conf_free(&site_conf);
