@@ -857,15 +857,18 @@ static bool retry_launch(struct driver *dr, uint64_t *since, unsigned *tries)
 		 "in %llu s (try %u; a step of the job's earlier run may still be ending on one of "
 		 "its nodes)",
 		 (unsigned long long)wait / 1000, *tries);
-	/* A TERM or INT meanwhile stops the driver as during a step. */
+	/* A TERM, INT or the preemption signal meanwhile is taken as during a step. */
 	if (poll(&pf, 1, (int)wait) > 0) {
 		struct signalfd_siginfo si;
 
-		while (read(dr->sig_fd, &si, sizeof(si)) == sizeof(si))
-			if (si.ssi_signo != SIGCHLD)
+		while (read(dr->sig_fd, &si, sizeof(si)) == sizeof(si)) {
+			if (dr->preempt_sig && (int)si.ssi_signo == dr->preempt_sig)
+				dr->preempted = true;
+			else if (si.ssi_signo != SIGCHLD)
 				dr->stop_sig = (int)si.ssi_signo;
+		}
 	}
-	return !dr->stop_sig;
+	return !dr->stop_sig && !dr->preempted;
 }
 
 /* The agents were preempted: requeue now rather than relaunch. */
@@ -914,9 +917,14 @@ static int run(struct driver *dr)
 		check_nodes(dr, &s);
 		srun_report(dr, &s);
 		free(s.idx);
-		if (s.launch_failed && !s.new_bad && !dr->stop_sig && !dr->preempted &&
-		    retry_launch(dr, &retry_since, &retries))
-			continue;
+		if (s.launch_failed && !s.new_bad && !dr->stop_sig && !dr->preempted) {
+			if (retry_launch(dr, &retry_since, &retries))
+				continue;
+			/* No worker ran since the last step: nothing to save first. */
+			if (dr->preempted)
+				return requeue(dr,
+					       "preempted while the step waited to launch again");
+		}
 		retry_since = 0;
 		retries = 0;
 		/* A step that finished before the preemption took hold is done. */
