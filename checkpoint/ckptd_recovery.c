@@ -117,28 +117,14 @@ static void start_ledger(struct ckptd_job *j)
 static void exclude_add(struct ckptd_recovery *r, const char *node)
 {
 	size_t n = strlen(r->exclude), k = strlen(node);
-	const char *p = r->exclude;
 
-	while ((p = strstr(p, node))) {
-		if ((p == r->exclude || p[-1] == ',') && (p[k] == ',' || !p[k]))
-			return;
-		p += k;
-	}
+	if (phx_requeue_listed(r->exclude, node))
+		return;
 	if (n + k + 2 > sizeof(r->exclude)) {
 		phx_warn("the exclusion list is full; %s is not added to it", node);
 		return;
 	}
 	snprintf(r->exclude + n, sizeof(r->exclude) - n, "%s%s", n ? "," : "", node);
-}
-
-static int excluded(const struct ckptd_recovery *r, const char *node)
-{
-	size_t k = strlen(node);
-
-	for (const char *p = r->exclude; (p = strstr(p, node)); p += k)
-		if ((p == r->exclude || p[-1] == ',') && (p[k] == ',' || !p[k]))
-			return 1;
-	return 0;
 }
 
 static void drain(struct ckptd *d, const char *node, const char *reason, int lost)
@@ -644,7 +630,8 @@ static void on_bad_node(void *arg, const char *node)
 	struct ckptd_member *mb = member(r, node, 0);
 
 	/* A node the job's driver dropped is down as expected: the job goes on. */
-	if (r->gp.phase == PHX_GP_PH_QUEUE || r->ended || (mb && mb->lost) || excluded(r, node))
+	if (r->gp.phase == PHX_GP_PH_QUEUE || r->ended || (mb && mb->lost) ||
+	    phx_requeue_listed(r->exclude, node))
 		return;
 	if (mb)
 		mb->lost = 1;

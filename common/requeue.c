@@ -78,10 +78,12 @@ static bool usable_state(uint32_t st)
 	       !(st & (NODE_STATE_DRAIN | NODE_STATE_FAIL));
 }
 
-static bool in_list(const char *list, const char *name)
+bool phx_requeue_listed(const char *list, const char *name)
 {
 	size_t k = strlen(name);
 
+	if (!k)
+		return false;
 	for (const char *p = list; (p = strstr(p, name)); p += k)
 		if ((p == list || p[-1] == ',') && (p[k] == ',' || !p[k]))
 			return true;
@@ -174,7 +176,7 @@ static int mark_partitions(struct node_table *t, const char *job_parts, char *er
 	for (uint32_t p = 0; p < pm->record_count && !rc; p++) {
 		partition_info_t *pi = &pm->partition_array[p];
 
-		if (pi->name && in_list(job_parts, pi->name))
+		if (pi->name && phx_requeue_listed(job_parts, pi->name))
 			rc = mark(t, pi->nodes, t->in_part, err, errlen);
 	}
 	slurm_free_partition_info_msg(pm);

@@ -49,6 +49,9 @@ struct phx_requeue_plan {
 	char why[PHX_REQUEUE_WHY_MAX]; /* what was decided and why, for the job's output */
 };
 
+/* name is one whole item of the comma-separated list ("a,b"); never for "". */
+bool phx_requeue_listed(const char *list, const char *name);
+
 /*
  * Decides for a job of need nodes over the n nodes of its partitions.
  * exclude[i] is set for the nodes to exclude (a subset of the bad ones).

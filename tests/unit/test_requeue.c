@@ -126,6 +126,18 @@ static void test_empty_partition(void **state)
 	assert_int_equal(p.capacity, 0);
 }
 
+static void test_listed(void **state)
+{
+	(void)state;
+	assert_true(phx_requeue_listed("node1,node12", "node12"));
+	assert_true(phx_requeue_listed("node1,node12", "node1"));
+	/* Whole names only, and an empty name is in no list. */
+	assert_false(phx_requeue_listed("node12,node3", "node1"));
+	assert_false(phx_requeue_listed("xnode1", "node1"));
+	assert_false(phx_requeue_listed("node1", ""));
+	assert_false(phx_requeue_listed("", "node1"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -134,6 +146,7 @@ int main(void)
 		cmocka_unit_test(test_wait_for_down_nodes),
 		cmocka_unit_test(test_down_not_bad_counts_later),
 		cmocka_unit_test(test_empty_partition),
+		cmocka_unit_test(test_listed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
