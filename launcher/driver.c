@@ -328,19 +328,24 @@ static char *node_list(const struct driver *dr, const size_t *idx, size_t n)
 	return list;
 }
 
-/* The slow nodes among the step's, as a host list for the agents' placement; NULL: none. */
-static char *slow_list(const struct driver *dr, const size_t *idx, size_t n)
+/*
+ * The nodes i of idx[0..n) (NULL: the whole allocation) with flag[i], as
+ * a host list; NULL: none.
+ */
+static char *flagged_list(const struct driver *dr, const bool *flag, const size_t *idx, size_t n)
 {
-	size_t *slow = calloc(n ? n : 1, sizeof(*slow)), k = 0;
+	size_t *sel = calloc(n ? n : 1, sizeof(*sel)), k = 0;
 	char *list = NULL;
 
-	for (size_t i = 0; slow && i < n; i++) {
-		if (dr->slow[idx[i]])
-			slow[k++] = idx[i];
+	for (size_t i = 0; sel && i < n; i++) {
+		size_t a = idx ? idx[i] : i;
+
+		if (flag[a])
+			sel[k++] = a;
 	}
 	if (k)
-		list = node_list(dr, slow, k);
-	free(slow);
+		list = node_list(dr, sel, k);
+	free(sel);
 	return list;
 }
 
@@ -355,7 +360,8 @@ static void exec_srun(struct driver *dr, const struct step *s, const char *list,
 	agent = phx_driver_agent_args(dr->argc, dr->argv,
 				      dr->st.layout_now[0] ? dr->st.layout_now : NULL, &an);
 	av = calloc((size_t)an + 18, sizeof(*av));
-	slow = slow_list(dr, s->idx, s->n);
+	/* The slow nodes among the step's, for the agents' placement. */
+	slow = flagged_list(dr, dr->slow, s->idx, s->n);
 	if (!agent || !av)
 		_exit(127);
 	av[k++] = (char *)dr->srun;
@@ -609,22 +615,6 @@ static void nudge_requeued(struct driver *dr, char *bad)
 	}
 }
 
-/* The allocation's bad nodes as a host list; NULL: none (or no memory, said). */
-static char *bad_list(const struct driver *dr)
-{
-	size_t *idx = calloc(dr->alloc.count ? dr->alloc.count : 1, sizeof(*idx)), n = 0;
-	char *list = NULL;
-
-	for (size_t i = 0; idx && i < dr->alloc.count; i++) {
-		if (dr->st.bad[i])
-			idx[n++] = i;
-	}
-	if (n)
-		list = node_list(dr, idx, n);
-	free(idx);
-	return list;
-}
-
 /*
  * Slurm's view decides what a requeue excludes (common/requeue.h): never
  * into a partition too small for the job without its bad nodes. NULL
@@ -665,7 +655,7 @@ static int plan_requeue(struct driver *dr, char *bad, char **exclude)
 
 static int requeue(struct driver *dr, const char *why)
 {
-	char *bad = bad_list(dr), *exclude = NULL;
+	char *bad = flagged_list(dr, dr->st.bad, NULL, dr->alloc.count), *exclude = NULL;
 
 	phx_error("requeueing job %u: %s", dr->job_id, why);
 	if (plan_requeue(dr, bad, &exclude) < 0) {
