@@ -216,7 +216,7 @@ static const struct conf_key keys[] = {
 	  "order of the square matrices multiplied" },
 	{ "check.nccl_mib", K_INT, OFF(check.nccl_mib), 1, 16384, NULL, "256", 0,
 	  "MiB each GPU all-reduces per NCCL iteration" },
-	/* Read by common/fabric.c from the same tree; described in phalanx-plan(1). */
+	/* Read by placement/fabric.c from the same tree; described in phalanx-plan(1). */
 	{ "fabric", K_SKIP, 0, 0, 0, NULL, NULL, 0, "fabric description" },
 };
 

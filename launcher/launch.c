@@ -14,13 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/heartbeat.h"
-#include "common/health.h"
+#include "checkpoint/proto/heartbeat.h"
+#include "health/health.h"
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "common/rundir.h"
-#include "launcher/agent_daemon.h"
-#include "launcher/agent_run.h"
+#include "launcher/agent/agent_ckptd.h"
+#include "launcher/agent/agent.h"
 
 static int load_conf(const struct phx_launch_opts *o, struct phx_conf *conf)
 {

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "common/layout.h"
+#include "placement/layout.h"
 #include "common/log.h"
 #include "spank/local.h"
 

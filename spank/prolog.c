@@ -20,7 +20,7 @@
 #include <slurm/spank.h>
 
 #include "common/drain.h"
-#include "common/health.h"
+#include "health/health.h"
 #include "common/log.h"
 #include "spank/prolog.h"
 

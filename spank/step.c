@@ -10,8 +10,8 @@
 
 #include <slurm/slurm.h>
 
-#include "common/fabric.h"
-#include "common/health.h"
+#include "placement/fabric.h"
+#include "health/health.h"
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "spank/step.h"

@@ -12,9 +12,9 @@
 #include <slurm/spank.h>
 
 #include "common/conf.h"
-#include "common/placement.h"
-#include "common/rankmap.h"
-#include "common/topo.h"
+#include "placement/placement.h"
+#include "placement/rankmap.h"
+#include "placement/topo.h"
 #include "spank/options.h"
 
 struct phx_step {

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "common/torchenv.h"
+#include "placement/torchenv.h"
 #include "spank/task.h"
 
 /* The plugin reads and writes the task's environment through Slurm. */

@@ -28,8 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/digest.h"
-#include "launcher/agent_ckpt.h"
+#include "checkpoint/proto/digest.h"
+#include "checkpoint/node/ckpt.h"
 #include "phalanx.h"
 
 static double now(void)

@@ -52,8 +52,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/ckpt_client.h"
-#include "common/digest.h"
+#include "checkpoint/proto/ckpt_client.h"
+#include "checkpoint/proto/digest.h"
 #include "common/log.h"
 #include "common/token.h"
 

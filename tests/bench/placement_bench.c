@@ -36,9 +36,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/fabric.h"
-#include "common/layout.h"
-#include "common/placement.h"
+#include "placement/fabric.h"
+#include "placement/layout.h"
+#include "placement/placement.h"
 #include "tests/rng.h"
 
 #define LEAVES_PER_SPINE 16

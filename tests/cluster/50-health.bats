@@ -95,7 +95,7 @@ resume()
 
 phalanx_health()
 {
-	"$PHX_BUILD_DIR/launcher/phalanx" health --config "$LAB_DIR/etc/phalanx.yaml" "$@"
+	"$PHX_BUILD_DIR/cli/phalanx" health --config "$LAB_DIR/etc/phalanx.yaml" "$@"
 }
 
 job_requeued()

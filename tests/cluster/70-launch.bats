@@ -12,7 +12,7 @@ setup_file()
 {
 	require_lab
 	need_launch_lab 2 || return 1
-	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
+	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so
 	export PROBE=$BATS_TEST_DIRNAME/launch_probe.py
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
 	# srun reads it as --job-name: the tests' jobs are found by name.

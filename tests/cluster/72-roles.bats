@@ -11,7 +11,7 @@ setup_file()
 {
 	require_lab
 	need_launch_lab 2 || return 1
-	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
+	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so
 	export PROBE=$BATS_TEST_DIRNAME/launch_probe.py
 	export JOB_NAME=phx-roles-tests SLURM_JOB_NAME=phx-roles-tests
 }

@@ -15,7 +15,7 @@ setup_file()
 {
 	require_lab
 	need_launch_lab 5 || return 1
-	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
+	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so
 	export PROBE=$BATS_TEST_DIRNAME/launch_probe.py
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
 	export JOB_NAME=phx-driver-tests

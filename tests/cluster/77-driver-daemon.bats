@@ -18,7 +18,7 @@ setup_file()
 	require_lab
 	lab_has_plugin || skip "the lab was brought up with --no-plugin (no job tokens)"
 	need_launch_lab 5 || return 1
-	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
+	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
 	# node2 failed its memory test, node4 is slow (GEMM), the others are fine.
 	export RESULTS=$BATS_TEST_DIRNAME/../data/check/lab-driver.json

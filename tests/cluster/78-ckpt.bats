@@ -15,7 +15,7 @@ setup_file()
 {
 	require_lab
 	need_launch_lab 2 || return 1
-	export PHALANX_LIBRARY=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
+	export PHALANX_LIBRARY=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so
 	export PYTHONPATH=$BATS_TEST_DIRNAME/../../checkpoint/python
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
 	export JOB_NAME=phx-ckpt-tests SLURM_JOB_NAME=phx-ckpt-tests

@@ -20,7 +20,7 @@ setup_file()
 	export CKPTD_ADDR=10.77.${PHX_LAB_ID:-0}.1:$((17700 + 10 * ${PHX_LAB_ID:-0}))
 	export CKPTD_METRICS=127.0.0.1:$((17701 + 10 * ${PHX_LAB_ID:-0}))
 	export SIM=$PHX_BUILD_DIR/tests/bench/ckpt_sim
-	export PHX=$PHX_BUILD_DIR/launcher/phalanx
+	export PHX=$PHX_BUILD_DIR/cli/phalanx
 	start_daemon
 	# One allocation of four nodes; every phase is a step of it, so the job
 	# id (and with it the token) stays the same.

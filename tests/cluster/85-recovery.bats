@@ -22,7 +22,7 @@ setup_file()
 	export CKPTD_ADDR=10.77.${PHX_LAB_ID:-0}.1:$((17702 + 10 * ${PHX_LAB_ID:-0}))
 	export CKPTD_METRICS=127.0.0.1:$((17703 + 10 * ${PHX_LAB_ID:-0}))
 	export SIM=$PHX_BUILD_DIR/tests/bench/ckpt_sim
-	export PHX=$PHX_BUILD_DIR/launcher/phalanx
+	export PHX=$PHX_BUILD_DIR/cli/phalanx
 	export SOCK=$CKPTD_DIR/ckptd.sock
 	# drain_after 3: a check failure drops a node without draining it, so
 	# the max_requeues test does not use up the lab's nodes.

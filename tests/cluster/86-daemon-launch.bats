@@ -16,7 +16,7 @@ setup_file()
 	require_lab
 	lab_has_plugin || skip "the lab was brought up with --no-plugin (no job tokens)"
 	need_launch_lab 2 || return 1
-	export PHALANX_LIBRARY=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so
+	export PHALANX_LIBRARY=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so
 	export PYTHONPATH=$BATS_TEST_DIRNAME/../../checkpoint/python
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
 	export JOB_NAME=phx-daemon-launch SLURM_JOB_NAME=phx-daemon-launch
@@ -270,7 +270,7 @@ corrupt_rank()
 	local out=$BATS_TEST_TMPDIR/out
 
 	# The probe beats through libphalanx; rank 3 (on node 2) steps 5 times slower.
-	PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/.libs/libphalanx.so timeout 120 srun --mpi=pmix \
+	PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so timeout 120 srun --mpi=pmix \
 		-N2 --ntasks-per-node=1 "$LAUNCH" --agent --config "$CKPTD_DIR/phalanx.yaml" \
 		--nproc-per-node 2 --sync-interval-ms 250 --straggler-window 3 \
 		--straggler-threshold 150 -- /usr/bin/python3 "$BATS_TEST_DIRNAME/launch_probe.py" \

@@ -140,7 +140,7 @@ ckptd_env()
 	chmod 0755 "$CKPTD_DIR"
 	export CKPTD_DIR CKPTD_ADDR=10.77.${PHX_LAB_ID:-0}.1:$(($2 + 10 * ${PHX_LAB_ID:-0}))
 	export CKPTD_METRICS=127.0.0.1:$(($2 + 1 + 10 * ${PHX_LAB_ID:-0}))
-	export PHX=$PHX_BUILD_DIR/launcher/phalanx SOCK=$CKPTD_DIR/ckptd.sock
+	export PHX=$PHX_BUILD_DIR/cli/phalanx SOCK=$CKPTD_DIR/ckptd.sock
 	cat >"$CKPTD_DIR/daemon.yaml" <<-YAML
 		recovery:
 		  heartbeat_ms: 250
@@ -157,7 +157,7 @@ start_ckptd()
 {
 	# A killed daemon leaves its socket file; wait for the new one's.
 	rm -f "$CKPTD_DIR/ckptd.sock"
-	"$PHX_BUILD_DIR/checkpoint/phalanx-ckptd" "$@" --listen "$CKPTD_ADDR" \
+	"$PHX_BUILD_DIR/checkpoint/ckptd/phalanx-ckptd" "$@" --listen "$CKPTD_ADDR" \
 		--socket "$CKPTD_DIR/ckptd.sock" --state-dir "$CKPTD_DIR/state" \
 		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" \
 		>>"$CKPTD_DIR/daemon.log" 2>&1 &

@@ -27,7 +27,7 @@ story_daemon_start()
 		  lost_after_ms: 2000
 		  slurm_poll: 1
 	YAML
-	"$build/checkpoint/phalanx-ckptd" -c "$dir/daemon.yaml" --listen "$STORY_ADDR" \
+	"$build/checkpoint/ckptd/phalanx-ckptd" -c "$dir/daemon.yaml" --listen "$STORY_ADDR" \
 		--socket "$STORY_SOCK" --state-dir "$dir/ckptd" --key "$lab_dir/etc/phalanx.key" \
 		>>"$dir/daemon.log" 2>&1 &
 	STORY_DAEMON=$!
@@ -65,7 +65,7 @@ story_submit()
 	cat >"$dir/job.sh" <<-JOB
 		#!/bin/bash
 		export GLOO_SOCKET_IFNAME=eth0 PYTHONPATH=$top/checkpoint/python
-		export PHALANX_LIBRARY=$build/checkpoint/.libs/libphalanx.so
+		export PHALANX_LIBRARY=$build/checkpoint/lib/.libs/libphalanx.so
 		exec $build/launcher/phalanx-launch --config $dir/phalanx.yaml --spares 1 \\
 			--nproc-per-node 2 -- /usr/bin/python3 $top/tests/demo/train.py --phalanx \\
 			--steps $1 --step-sleep 0.05 --mark-first

@@ -12,7 +12,7 @@
 
 #include <json-c/json.h>
 
-#include "common/preflight.h"
+#include "health/preflight.h"
 #include "tests/fuzz/fuzz.h"
 
 const char phx_fuzz_corpus_name[] = "check";

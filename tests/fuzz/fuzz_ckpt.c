@@ -5,15 +5,14 @@
  * manifest file. The first byte picks the decoder; any bytes must give an answer, never a
  * crash. A state that parses must format back to the same text.
  */
-/* fuzz-sources: launcher/agent_ckpt_plan.c launcher/agent_ckpt_manifest.c */
 #include "config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/ckpt_msg.h"
-#include "launcher/agent_ckpt.h"
+#include "checkpoint/proto/ckpt_msg.h"
+#include "checkpoint/node/ckpt.h"
 #include "tests/fuzz/fuzz.h"
 
 const char phx_fuzz_corpus_name[] = "ckpt";

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/ckpt_wire.h"
+#include "checkpoint/proto/ckpt_wire.h"
 #include "tests/fuzz/fuzz.h"
 
 const char phx_fuzz_corpus_name[] = "ckpt_wire";

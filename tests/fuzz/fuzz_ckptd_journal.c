@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint/ckptd.h"
+#include "checkpoint/ckptd/ckptd.h"
 #include "common/log.h"
 #include "tests/fuzz/fuzz.h"
 

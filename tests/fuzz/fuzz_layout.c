@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/layout.h"
-#include "common/placement.h"
+#include "placement/layout.h"
+#include "placement/placement.h"
 #include "tests/fuzz/fuzz.h"
 
 const char phx_fuzz_corpus_name[] = "layout";

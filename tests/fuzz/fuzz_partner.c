@@ -13,7 +13,7 @@
 
 #include <openssl/hmac.h>
 
-#include "common/ckpt_partner.h"
+#include "checkpoint/node/partner.h"
 #include "tests/fuzz/fuzz.h"
 
 const char phx_fuzz_corpus_name[] = "partner";

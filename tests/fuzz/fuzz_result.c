@@ -5,14 +5,13 @@
  * bytes must parse or be refused, and a parsed result must format to a
  * line that parses back the same.
  */
-/* fuzz-sources: launcher/driver_result.c */
 #include "config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/driver.h"
+#include "launcher/driver/driver.h"
 #include "tests/fuzz/fuzz.h"
 
 const char phx_fuzz_corpus_name[] = "result";

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/agent.h"
+#include "launcher/launch.h"
 #include "tests/fuzz/fuzz.h"
 
 const char phx_fuzz_corpus_name[] = "role";

@@ -9,7 +9,7 @@
 
 #include <json-c/json.h>
 
-#include "common/topo.h"
+#include "placement/topo.h"
 #include "tests/fuzz/fuzz.h"
 
 const char phx_fuzz_corpus_name[] = "topo";

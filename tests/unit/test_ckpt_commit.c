@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "common/ckpt_commit.h"
-#include "common/ckpt_interval.h"
+#include "checkpoint/ckptd/ckpt_commit.h"
+#include "checkpoint/ckptd/ckpt_interval.h"
 
 #define SHA_A "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 #define SHA_B "0000d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"

@@ -11,9 +11,9 @@
 
 #include <cmocka.h>
 
-#include "common/ckpt_msg.h"
-#include "common/ckpt_partner.h"
-#include "common/fabric.h"
+#include "checkpoint/proto/ckpt_msg.h"
+#include "checkpoint/node/partner.h"
+#include "placement/fabric.h"
 
 static struct phx_fabric *tconf(const char *text)
 {

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "common/ckpt_partner_io.h"
+#include "checkpoint/node/partner_io.h"
 #include "tests/rng.h"
 
 static const uint8_t secret[PHX_PARTNER_SECRET_BYTES] = "partner-io-test-secret-012345678";

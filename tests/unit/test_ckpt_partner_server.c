@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "common/ckpt_partner_server.h"
+#include "checkpoint/node/partner_server.h"
 #include "common/file.h"
 #include "tests/unit/scratch.h"
 

@@ -12,9 +12,9 @@
 
 #include <cmocka.h>
 
-#include "common/ckpt_manifest.h"
-#include "common/digest.h"
-#include "launcher/agent_ckpt.h"
+#include "checkpoint/proto/ckpt_manifest.h"
+#include "checkpoint/proto/digest.h"
+#include "checkpoint/node/ckpt.h"
 
 static void test_tiers_due(void **state)
 {
@@ -178,7 +178,7 @@ static void test_manifest(void **state)
 	assert_int_equal(phx_ckpt_manifest_find(text, 3, &e, err, sizeof(err)), -1);
 	assert_true(err[0] != '\0');
 	free(text);
-	/* A digest algorithm common/digest.h does not compute: the manifest is refused whole. */
+	/* A digest algorithm checkpoint/proto/digest.h does not compute: the manifest is refused whole. */
 	text = manifest("sha256",
 			"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
 	memcpy(strstr(text, "\"sha256\""), "\"crc32c\"", 8);

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include <json-c/json.h>
 
-#include "common/ckpt_wire.h"
+#include "checkpoint/proto/ckpt_wire.h"
 #include "common/token.h"
 
 #define SHA_A "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"

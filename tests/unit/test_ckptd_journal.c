@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "checkpoint/ckptd.h"
+#include "checkpoint/ckptd/ckptd.h"
 #include "tests/unit/scratch.h"
 
 #define SHA_A "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "common/digest.h"
+#include "checkpoint/proto/digest.h"
 #include "tests/rng.h"
 
 #define LEN (3 * PHX_DIGEST_CHUNK + 12345)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * A shard digested the way the agents do (common/digest.h, into a manifest
+ * A shard digested the way the agents do (checkpoint/proto/digest.h, into a manifest
  * entry) passes the file check that verify uses, for both algorithms and
  * across the chunk boundary; a flipped byte or a wrong size is caught.
  */
@@ -17,9 +17,9 @@
 #include <cmocka.h>
 #include <openssl/evp.h>
 
-#include "common/ckpt_manifest.h"
-#include "common/digest.h"
-#include "common/digest_file.h"
+#include "checkpoint/proto/ckpt_manifest.h"
+#include "checkpoint/proto/digest.h"
+#include "checkpoint/proto/digest_file.h"
 #include "tests/rng.h"
 #include "tests/unit/scratch.h"
 

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "common/fabric.h"
+#include "placement/fabric.h"
 
 static char err[1024];
 

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "common/goodput.h"
+#include "checkpoint/ckptd/goodput.h"
 
 #define NEAR(a, b) assert_true(fabs((a) - (b)) < 1e-6)
 

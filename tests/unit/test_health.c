@@ -25,7 +25,7 @@
 #include <cmocka.h>
 
 #include "common/conf.h"
-#include "common/health.h"
+#include "health/health.h"
 #include "tests/unit/scratch.h"
 
 static char tmp[256];

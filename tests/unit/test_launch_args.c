@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "launcher/agent.h"
+#include "launcher/launch.h"
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])) - 1)
 

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "launcher/agent_daemon.h"
+#include "launcher/agent/agent_ckptd.h"
 
 static void sig(const char *msg, const char *how, uint64_t step, const char *want)
 {

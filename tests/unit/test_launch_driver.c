@@ -16,9 +16,9 @@
 
 #include <cmocka.h>
 
-#include "common/preflight.h"
-#include "launcher/agent.h"
-#include "launcher/driver.h"
+#include "health/preflight.h"
+#include "launcher/launch.h"
+#include "launcher/driver/driver.h"
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])) - 1)
 

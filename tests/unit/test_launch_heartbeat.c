@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "common/heartbeat.h"
+#include "checkpoint/proto/heartbeat.h"
 #include "phalanx.h"
 
 static void test_layout(void **state)

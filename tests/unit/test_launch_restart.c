@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "launcher/agent.h"
+#include "launcher/launch.h"
 
 static struct phx_report running(unsigned epoch)
 {

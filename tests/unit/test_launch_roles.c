@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "launcher/agent.h"
+#include "launcher/launch.h"
 
 static char err[512];
 

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "common/layout.h"
+#include "placement/layout.h"
 
 static char err[512];
 

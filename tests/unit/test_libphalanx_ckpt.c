@@ -23,8 +23,8 @@
 
 #include <cmocka.h>
 
-#include "common/ckpt_msg.h"
-#include "common/heartbeat.h"
+#include "checkpoint/proto/ckpt_msg.h"
+#include "checkpoint/proto/heartbeat.h"
 #include "phalanx.h"
 #include "tests/unit/scratch.h"
 

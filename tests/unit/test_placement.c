@@ -12,10 +12,10 @@
 
 #include <cmocka.h>
 
-#include "common/fabric.h"
-#include "common/layout.h"
-#include "common/placement.h"
-#include "common/placement_int.h"
+#include "placement/fabric.h"
+#include "placement/layout.h"
+#include "placement/placement.h"
+#include "placement/placement_int.h"
 #include "tests/rng.h"
 
 static char err[1024];

@@ -22,7 +22,7 @@
 #include <json-c/json.h>
 
 #include "common/conf.h"
-#include "common/preflight.h"
+#include "health/preflight.h"
 
 static char err[512];
 

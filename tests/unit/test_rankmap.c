@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "common/fabric.h"
-#include "common/rankmap.h"
+#include "placement/fabric.h"
+#include "placement/rankmap.h"
 
 static const char topology[] = "SwitchName=leaf0 Nodes=n[1-4]\n"
 			       "SwitchName=leaf1 Nodes=n[5-8]\n"

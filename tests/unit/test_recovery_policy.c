@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "common/recovery_policy.h"
+#include "checkpoint/ckptd/recovery_policy.h"
 
 static struct phx_recovery_conf conf(void)
 {

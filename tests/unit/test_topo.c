@@ -19,7 +19,7 @@
 #include <json-c/json.h>
 
 #include "common/file.h"
-#include "common/topo.h"
+#include "placement/topo.h"
 
 struct pairing {
 	const char *pci; /* GPU */

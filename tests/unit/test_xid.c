@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "common/xid.h"
+#include "health/xid.h"
 
 static int parse(const char *line, struct phx_xid *x)
 {

@@ -1,0 +1,422 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Sockets of phalanx-ckptd: listeners, accepted connections, framed I/O. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <json-c/json.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "checkpoint/ckptd/ckptd.h"
+#include "common/log.h"
+
+double ckptd_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int split_hostport(const char *hp, char *host, size_t hlen, char *port, size_t plen)
+{
+	const char *colon = strrchr(hp, ':');
+	size_t n;
+
+	if (!colon)
+		return -1;
+	n = (size_t)(colon - hp);
+	if (hp[0] == '[' && n >= 2 && hp[n - 1] == ']') {
+		hp++;
+		n -= 2;
+	}
+	if (n >= hlen || strlen(colon + 1) >= plen)
+		return -1;
+	memcpy(host, hp, n);
+	host[n] = '\0';
+	snprintf(port, plen, "%s", colon + 1);
+	return 0;
+}
+
+int ckptd_listen_tcp(struct ckptd *d, const char *hostport, char *err, size_t errlen)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai;
+	struct epoll_event ev = { .events = EPOLLIN };
+	char host[256], port[16];
+	int fd, one = 1, rc;
+
+	if (split_hostport(hostport, host, sizeof(host), port, sizeof(port)) < 0)
+		return phx_errf(err, errlen, "ckptd.listen \"%s\" is not HOST:PORT", hostport);
+	rc = getaddrinfo(host, port, &hints, &ai);
+	if (rc)
+		return phx_errf(err, errlen, "ckptd.listen \"%s\": %s", hostport, gai_strerror(rc));
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 4096) < 0)
+		goto fail;
+	freeaddrinfo(ai);
+	d->tcp_fd = fd;
+	ev.data.ptr = &d->tcp_fd;
+	epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev);
+	return 0;
+fail:
+	rc = errno;
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	return phx_errf(err, errlen,
+			"cannot listen on %s: %s; is another phalanx-ckptd running, or is "
+			"ckptd.listen wrong?",
+			hostport, strerror(rc));
+}
+
+int ckptd_listen_unix(struct ckptd *d, const char *path, char *err, size_t errlen)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct epoll_event ev = { .events = EPOLLIN };
+	char dir[sizeof(sa.sun_path)], *slash;
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return phx_errf(err, errlen, "ckptd.socket %s is longer than %zu bytes", path,
+				sizeof(sa.sun_path) - 1);
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+			return phx_errf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+	}
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return phx_errf(err, errlen, "socket: %s", strerror(errno));
+	/* A socket file left by a daemon that died; a live one would hold the TCP port. */
+	unlink(path);
+	/* Anyone may connect: what a peer may do is decided by its SO_PEERCRED uid. */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0666) < 0 ||
+	    listen(fd, 64) < 0) {
+		int e = errno;
+
+		close(fd);
+		return phx_errf(err, errlen, "cannot listen on %s: %s", path, strerror(e));
+	}
+	d->unix_fd = fd;
+	snprintf(d->socket_path, sizeof(d->socket_path), "%s", path);
+	ev.data.ptr = &d->unix_fd;
+	epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev);
+	return 0;
+}
+
+static void peer_name(struct ckptd_conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (c->kind == CKPTD_ADMIN) {
+		struct ucred cred;
+
+		len = sizeof(cred);
+		if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+			c->peer_uid = cred.uid;
+			snprintf(c->peer, sizeof(c->peer), "uid %u (pid %d)", (unsigned)cred.uid,
+				 (int)cred.pid);
+		} else {
+			c->peer_uid = (uid_t)-1; /* nobody: refused everything */
+			snprintf(c->peer, sizeof(c->peer), "unknown local peer");
+		}
+		return;
+	}
+	if (getpeername(c->fd, (struct sockaddr *)&ss, &len) == 0) {
+		if (ss.ss_family == AF_INET)
+			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host,
+				  sizeof(host));
+		else if (ss.ss_family == AF_INET6)
+			inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, host,
+				  sizeof(host));
+	}
+	snprintf(c->peer, sizeof(c->peer), "%s", host);
+}
+
+static void listeners(struct ckptd *d, uint32_t events)
+{
+	struct epoll_event ev = { .events = events };
+
+	ev.data.ptr = &d->tcp_fd;
+	if (d->tcp_fd >= 0)
+		epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->tcp_fd, &ev);
+	ev.data.ptr = &d->unix_fd;
+	if (d->unix_fd >= 0)
+		epoll_ctl(d->epfd, EPOLL_CTL_MOD, d->unix_fd, &ev);
+}
+
+/*
+ * Out of descriptors: a level-triggered listener would wake the loop for
+ * ever, so the listeners rest for a second while connections come and go.
+ */
+static void pause_accept(struct ckptd *d)
+{
+	if (d->accept_paused_until > 0)
+		return;
+	phx_warn("out of file descriptors with %u agents connected; not accepting for a second. "
+		 "Raise the open-file limit (LimitNOFILE in the unit)",
+		 d->agents);
+	listeners(d, 0);
+	d->accept_paused_until = ckptd_now() + 1.0;
+}
+
+void ckptd_conn_sweep(struct ckptd *d)
+{
+	double now = ckptd_now();
+
+	if (d->accept_paused_until > 0 && now >= d->accept_paused_until) {
+		listeners(d, EPOLLIN);
+		d->accept_paused_until = 0;
+	}
+	for (struct ckptd_conn *c = d->conns; c; c = c->next) {
+		int waiting = c->kind == CKPTD_AGENT ? !c->job : c->order.stage == 0;
+
+		if (!c->dead && waiting && now - c->since > CKPTD_HANDSHAKE_S)
+			ckptd_conn_fail(d, c, "no handshake within 10 seconds");
+	}
+}
+
+void ckptd_conn_close_all(struct ckptd *d)
+{
+	for (struct ckptd_conn *c = d->conns; c; c = c->next)
+		ckptd_conn_fail(d, c, NULL);
+	ckptd_reap(d);
+}
+
+void ckptd_accept(struct ckptd *d, int lfd, enum ckptd_conn_kind kind)
+{
+	for (;;) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+		struct ckptd_conn *c;
+		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE)
+				pause_accept(d);
+			else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				phx_warn("accept: %s", strerror(errno));
+			return;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			return;
+		}
+		c->fd = fd;
+		c->kind = kind;
+		if (kind == CKPTD_AGENT)
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		phx_wire_reader_init(&c->rd, PHX_WIRE_MAX_FRAME);
+		phx_wire_order_init(&c->order, PHX_SIDE_DAEMON, 0);
+		peer_name(c);
+		ev.data.ptr = c;
+		if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		if (kind == CKPTD_ADMIN)
+			d->admins++;
+		c->since = ckptd_now();
+		c->next = d->conns;
+		if (d->conns)
+			d->conns->prev = c;
+		d->conns = c;
+	}
+}
+
+static void arm_out(struct ckptd *d, struct ckptd_conn *c, int on)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0),
+				  .data.ptr = c };
+
+	if (c->out_armed == on)
+		return;
+	epoll_ctl(d->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+	c->out_armed = on;
+}
+
+static void flush(struct ckptd *d, struct ckptd_conn *c)
+{
+	int rc = phx_wire_writer_flush(&c->wr, c->fd);
+
+	if (rc < 0) {
+		ckptd_conn_fail(d, c, strerror(-rc));
+		return;
+	}
+	arm_out(d, c, rc == 0);
+}
+
+void ckptd_send_frame(struct ckptd *d, struct ckptd_conn *c, const char *frame, size_t len)
+{
+	if (c->dead)
+		return;
+	if (phx_wire_writer_pending(&c->wr) + len > CKPTD_MAX_PENDING_OUT) {
+		ckptd_conn_fail(d, c, "it reads too slowly (too much output queued)");
+		return;
+	}
+	if (phx_wire_writer_put_frame(&c->wr, frame, len) < 0) {
+		ckptd_conn_fail(d, c, "out of memory");
+		return;
+	}
+	flush(d, c);
+}
+
+void ckptd_send(struct ckptd *d, struct ckptd_conn *c, struct json_object *obj)
+{
+	size_t len;
+	char *frame = phx_wire_frame(obj, &len);
+
+	if (!frame) {
+		ckptd_conn_fail(d, c, "cannot encode a message");
+		return;
+	}
+	ckptd_send_frame(d, c, frame, len);
+	free(frame);
+}
+
+void ckptd_conn_fail(struct ckptd *d, struct ckptd_conn *c, const char *why)
+{
+	if (c->dead)
+		return;
+	if (why)
+		phx_info("closing %s connection from %s%s%s: %s",
+			 c->kind == CKPTD_ADMIN ? "admin" : "agent", c->peer,
+			 c->node[0] ? " node " : "", c->node, why);
+	c->dead = 1;
+	c->next_dead = d->dead;
+	d->dead = c;
+}
+
+void ckptd_refuse(struct ckptd *d, struct ckptd_conn *c, const char *fmt, ...)
+{
+	char reason[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	d->m.protocol_errors++;
+	/* Best effort: the reason goes out if the socket takes it now. */
+	if (phx_wire_writer_put(&c->wr, phx_wire_error(reason)) == 0)
+		phx_wire_writer_flush(&c->wr, c->fd);
+	ckptd_conn_fail(d, c, reason);
+}
+
+static void detach(struct ckptd *d, struct ckptd_conn *c)
+{
+	struct ckptd_job *j = c->job;
+
+	if (!j)
+		return;
+	if (c->order.role == PHX_ROLE_DRIVER) {
+		j->drivers--;
+		c->job = NULL;
+		ckptd_job_drop_if_empty(d, j);
+		return;
+	}
+	for (size_t i = 0; i < j->nagents; i++)
+		if (j->agents[i] == c) {
+			j->agents[i] = j->agents[--j->nagents];
+			break;
+		}
+	d->agents--;
+	c->job = NULL;
+}
+
+void ckptd_reap(struct ckptd *d)
+{
+	while (d->dead) {
+		struct ckptd_conn *c = d->dead;
+
+		d->dead = c->next_dead;
+		detach(d, c);
+		if (c->kind == CKPTD_ADMIN)
+			d->admins--;
+		if (c->prev)
+			c->prev->next = c->next;
+		else
+			d->conns = c->next;
+		if (c->next)
+			c->next->prev = c->prev;
+		epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+		phx_wire_reader_free(&c->rd);
+		phx_wire_writer_free(&c->wr);
+		free(c);
+	}
+}
+
+static void dispatch(struct ckptd *d, struct ckptd_conn *c, const char *body, size_t len)
+{
+	struct phx_wire_msg m;
+	char err[512];
+
+	if (phx_wire_decode(body, len, PHX_SIDE_DAEMON, &m, err, sizeof(err)) < 0 ||
+	    phx_wire_order_accept(&c->order, &m, err, sizeof(err)) < 0) {
+		ckptd_refuse(d, c, "%s", err);
+		return;
+	}
+	if (m.type == PHX_MSG_HELLO && (m.role == PHX_ROLE_ADMIN) != (c->kind == CKPTD_ADMIN))
+		ckptd_refuse(d, c, "hello: role %s on the %s socket",
+			     m.role == PHX_ROLE_ADMIN ? "admin" : "agent",
+			     c->kind == CKPTD_ADMIN ? "admin" : "agent");
+	else if (c->kind == CKPTD_ADMIN)
+		ckptd_admin_msg(d, c, &m);
+	else
+		ckptd_agent_msg(d, c, &m);
+	phx_wire_msg_free(&m);
+}
+
+void ckptd_conn_io(struct ckptd *d, struct ckptd_conn *c, uint32_t events)
+{
+	const char *body;
+	size_t len;
+	char err[256];
+	int rc = 0;
+
+	if (events & EPOLLOUT)
+		flush(d, c);
+	if (c->dead || !(events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+		return;
+	/* Bounded work per wakeup, so one busy peer cannot starve the rest. */
+	for (int round = 0; round < 16 && !c->dead; round++) {
+		ssize_t n = phx_wire_reader_read(&c->rd, c->fd);
+
+		if (n == -EAGAIN || n == -EINTR)
+			break;
+		if (n <= 0) {
+			ckptd_conn_fail(d, c, n == 0 ? "closed by the peer" : strerror((int)-n));
+			return;
+		}
+		while (!c->dead &&
+		       (rc = phx_wire_reader_next(&c->rd, &body, &len, err, sizeof(err))) == 1)
+			dispatch(d, c, body, len);
+		if (!c->dead && rc < 0) {
+			ckptd_refuse(d, c, "%s", err);
+			return;
+		}
+	}
+}

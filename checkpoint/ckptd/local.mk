@@ -1,0 +1,21 @@
+# checkpoint/ckptd/: phalanx-ckptd, the cluster's checkpoint coordinator (one
+# epoll loop): connections, catalog and two-phase commit, journal, recovery
+# policy and requeues, goodput ledger, metrics. The library is the daemon less
+# its main, for the tests and the CLI's goodput report.
+noinst_LTLIBRARIES += checkpoint/ckptd/libphxckptd.la
+checkpoint_ckptd_libphxckptd_la_SOURCES = \
+	checkpoint/ckptd/ckptd.h \
+	checkpoint/ckptd/ckptd_conn.c checkpoint/ckptd/ckptd_agent.c \
+	checkpoint/ckptd/ckptd_admin.c checkpoint/ckptd/ckptd_catalog.c \
+	checkpoint/ckptd/ckptd_journal.c checkpoint/ckptd/ckptd_metrics.c \
+	checkpoint/ckptd/ckptd_recovery.c checkpoint/ckptd/ckptd_slurm.c \
+	checkpoint/ckptd/ckpt_commit.c checkpoint/ckptd/ckpt_commit.h \
+	checkpoint/ckptd/ckpt_interval.c checkpoint/ckptd/ckpt_interval.h \
+	checkpoint/ckptd/recovery_policy.c checkpoint/ckptd/recovery_policy.h \
+	checkpoint/ckptd/goodput.c checkpoint/ckptd/goodput.h
+checkpoint_ckptd_libphxckptd_la_LIBADD = $(MHD_LIBS)
+
+sbin_PROGRAMS += checkpoint/ckptd/phalanx-ckptd
+checkpoint_ckptd_phalanx_ckptd_SOURCES = checkpoint/ckptd/ckptd.c
+checkpoint_ckptd_phalanx_ckptd_LDADD = checkpoint/ckptd/libphxckptd.la \
+	checkpoint/proto/libphxproto.la common/libphxcommon.la $(SLURM_LIBS)

@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The trainer's side of checkpoints: a connection to the node agent's
+ * socket, staging buffers the agent owns (memfds received over the socket
+ * and mapped once), save and restore requests. One lock serialises the
+ * calls; the data copies happen outside the library, into the mapping.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "checkpoint/lib/libphalanx_int.h"
+#include "checkpoint/proto/ckpt_msg.h"
+#include "checkpoint/proto/heartbeat.h"
+#include "phalanx.h"
+
+/* The agent keeps at most this many buffers per worker; so does the cache. */
+#define MAPS 3
+
+struct map {
+	uint64_t id;
+	void *p;
+	size_t len;
+	unsigned long used; /* LRU clock */
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int sock = -1;
+static uint32_t my_slot;
+static uint64_t interval, seen_request, clock_tick;
+static long last_step = -1; /* last step phx_should_save() said yes to */
+static struct map maps[MAPS];
+static struct map *open_save; /* between begin and commit */
+static long open_step;
+static void *restore_p;
+static size_t restore_len;
+
+static void drop_restore(void)
+{
+	if (restore_p)
+		munmap(restore_p, restore_len);
+	restore_p = NULL;
+	restore_len = 0;
+}
+
+static void disconnect(void)
+{
+	if (sock >= 0)
+		close(sock);
+	sock = -1;
+	for (int i = 0; i < MAPS; i++) {
+		if (maps[i].p)
+			munmap(maps[i].p, maps[i].len);
+		memset(&maps[i], 0, sizeof(maps[i]));
+	}
+	open_save = NULL;
+	drop_restore();
+}
+
+/* A request and its reply (with a descriptor when fd is not NULL). */
+static int call(struct phx_ckpt_msg *m, int *fd)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { m, sizeof(*m) };
+	struct msghdr h = { .msg_iov = &iov, .msg_iovlen = 1 };
+	unsigned type = m->type;
+	struct cmsghdr *c;
+	ssize_t n;
+
+	m->slot = my_slot;
+	if (send(sock, m, sizeof(*m), MSG_NOSIGNAL) != (ssize_t)sizeof(*m))
+		goto lost;
+	h.msg_control = cbuf;
+	h.msg_controllen = sizeof(cbuf);
+	do
+		n = recvmsg(sock, &h, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 || phx_ckpt_msg_check(m, (size_t)n, 1) < 0 || m->type != (type | PHX_CKPT_REPLY))
+		goto lost;
+	c = CMSG_FIRSTHDR(&h);
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+		int got;
+
+		memcpy(&got, CMSG_DATA(c), sizeof(got));
+		if (fd)
+			*fd = got;
+		else
+			close(got);
+	}
+	return m->status;
+lost:
+	/* The agent is gone or speaks another protocol: nothing more works. */
+	disconnect();
+	return -PHX_ENOAGENT;
+}
+
+static int parse_slot(uint32_t *out)
+{
+	const char *s = getenv(PHX_HB_ENV_SLOT);
+	char *end;
+	unsigned long v;
+
+	if (!s || !*s)
+		return -1;
+	v = strtoul(s, &end, 10);
+	if (*end || v >= PHX_HB_MAX_SLOTS)
+		return -1;
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int attach(void)
+{
+	const char *path = getenv(PHX_CKPT_ENV_SOCKET);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct phx_ckpt_msg m;
+	int rc;
+
+	if (sock >= 0)
+		return 0;
+	if (!path || !*path || strlen(path) >= sizeof(sa.sun_path) || parse_slot(&my_slot) < 0)
+		return -PHX_ENOAGENT;
+	strcpy(sa.sun_path, path);
+	sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (sock < 0)
+		return -PHX_EIO;
+	if (connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		disconnect();
+		return -PHX_ENOAGENT;
+	}
+	phx_ckpt_msg_init(&m, PHX_CKPT_HELLO);
+	rc = call(&m, NULL);
+	if (rc)
+		return rc;
+	interval = m.interval;
+	seen_request = m.save_request;
+	return 0;
+}
+
+static uint64_t save_request(void)
+{
+	const struct phx_hb_header *h;
+
+	phx_init();
+	h = hb_page;
+	return h ? atomic_load_explicit(&h->save_request, memory_order_acquire) : 0;
+}
+
+int phx_should_save(long step)
+{
+	uint64_t req;
+	int rc;
+
+	if (step < 0)
+		return -PHX_EINVAL;
+	pthread_mutex_lock(&mu);
+	rc = attach();
+	if (rc)
+		goto out;
+	req = save_request();
+	if (req != seen_request) {
+		seen_request = req;
+		rc = 1;
+	} else {
+		rc = interval && step > 0 && (uint64_t)step % interval == 0 && step != last_step;
+	}
+	if (rc)
+		last_step = step;
+out:
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+static struct map *cached(uint64_t id, size_t len)
+{
+	for (int i = 0; i < MAPS; i++) {
+		if (maps[i].p && maps[i].id == id && maps[i].len >= len)
+			return &maps[i];
+	}
+	return NULL;
+}
+
+/* A new mapping replaces the least recently used one. */
+static struct map *map_new(uint64_t id, int fd, size_t len)
+{
+	struct map *victim = NULL;
+	void *p;
+
+	/* The same buffer grown, else a free entry, else the least recently used. */
+	for (int i = 0; i < MAPS && !victim; i++) {
+		if (maps[i].p && maps[i].id == id)
+			victim = &maps[i];
+	}
+	for (int i = 0; i < MAPS && !victim; i++) {
+		if (!maps[i].p)
+			victim = &maps[i];
+	}
+	if (!victim) {
+		victim = &maps[0];
+		for (int i = 1; i < MAPS; i++) {
+			if (maps[i].used < victim->used)
+				victim = &maps[i];
+		}
+	}
+	/* Populated now: the first save's copy then takes no page faults. */
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (victim->p)
+		munmap(victim->p, victim->len);
+	victim->id = id;
+	victim->p = p;
+	victim->len = len;
+	return victim;
+}
+
+int phx_save_begin(long step, size_t bytes, void **buf)
+{
+	struct phx_ckpt_msg m;
+	struct map *mp;
+	int fd = -1, rc;
+
+	if (step < 0 || !buf || bytes > PHX_CKPT_MAX_BYTES)
+		return -PHX_EINVAL;
+	pthread_mutex_lock(&mu);
+	rc = attach();
+	if (rc)
+		goto out;
+	rc = -PHX_ESTATE;
+	if (open_save)
+		goto out;
+	phx_ckpt_msg_init(&m, PHX_CKPT_BEGIN);
+	m.step = (uint64_t)step;
+	m.bytes = bytes;
+	rc = call(&m, &fd);
+	if (rc)
+		goto out;
+	rc = -PHX_EIO;
+	if (m.bytes < bytes)
+		goto out;
+	mp = cached(m.buf_id, (size_t)m.bytes);
+	if (!mp && (fd < 0 || !(mp = map_new(m.buf_id, fd, (size_t)m.bytes))))
+		goto out;
+	mp->used = ++clock_tick;
+	open_save = mp;
+	open_step = step;
+	*buf = mp->p;
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+int phx_save_commit(void)
+{
+	struct phx_ckpt_msg m;
+	int rc = -PHX_ESTATE;
+
+	pthread_mutex_lock(&mu);
+	if (!open_save || sock < 0)
+		goto out;
+	phx_ckpt_msg_init(&m, PHX_CKPT_COMMIT);
+	m.step = (uint64_t)open_step;
+	m.buf_id = open_save->id;
+	open_save = NULL;
+	/* The agent may reuse the restored buffer from now on. */
+	drop_restore();
+	rc = call(&m, NULL);
+out:
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+int phx_restore(long *step, const void **data, size_t *bytes)
+{
+	struct phx_ckpt_msg m;
+	int fd = -1, rc;
+
+	if (!step || !data || !bytes)
+		return -PHX_EINVAL;
+	pthread_mutex_lock(&mu);
+	rc = attach();
+	if (rc)
+		goto out;
+	drop_restore();
+	phx_ckpt_msg_init(&m, PHX_CKPT_RESTORE);
+	rc = call(&m, &fd);
+	if (rc)
+		goto out;
+	rc = -PHX_EIO;
+	if (fd < 0)
+		goto out;
+	/* An empty shard still gets a non-NULL pointer. */
+	restore_len = m.bytes ? (size_t)m.bytes : 1;
+	restore_p = mmap(NULL, restore_len, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (restore_p == MAP_FAILED) {
+		restore_p = NULL;
+		goto out;
+	}
+	*step = (long)m.step;
+	*data = restore_p;
+	*bytes = (size_t)m.bytes;
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	pthread_mutex_unlock(&mu);
+	return rc;
+}
+
+void phx_ckpt_finalize(void)
+{
+	pthread_mutex_lock(&mu);
+	disconnect();
+	last_step = -1;
+	pthread_mutex_unlock(&mu);
+}

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Checkpoint staging in the agent. Workers save into memfd buffers the
+ * agent owns (libphalanx, PHALANX_AGENT_SOCKET); once every local worker
+ * committed a step, the node holds that generation in memory, and a
+ * writer thread digests each shard and persists it to the due tiers
+ * (node-local and shared directories). Agents agree in their rounds on
+ * the newest generation every node holds in each tier; only then is it
+ * published (manifest, then the `latest` pointer) and older ones
+ * collected. The pure parts (tier choice, round state, collection,
+ * restore order) are here, unit tested.
+ */
+#ifndef PHX_LAUNCH_AGENT_CKPT_H
+#define PHX_LAUNCH_AGENT_CKPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct phx_agent;
+
+/* ------------------------------------------------------------ the agent's hooks */
+
+/* After the wire-up, before the first workers: socket, tiers, what to restore. 0 or an exit code.
+ */
+int phx_ckpt_setup(struct phx_agent *a);
+void phx_ckpt_fini(struct phx_agent *a);
+/* An fd the main loop polls (readable: call phx_ckpt_dispatch), -1 when off. */
+int phx_ckpt_fd(const struct phx_agent *a);
+void phx_ckpt_dispatch(struct phx_agent *a);
+/* Appends "|STATE" to this agent's round report in buf. */
+void phx_ckpt_round_value(struct phx_agent *a, char *buf, size_t len);
+/* Takes the "|STATE" off every agent's report (values) and commits what all hold. */
+void phx_ckpt_round_result(struct phx_agent *a, char **values);
+/* Every worker finished: persist what is staged and commit it with the others (blocks). */
+void phx_ckpt_finish(struct phx_agent *a);
+/* The workers were stopped for an in-job restart: drop what they left half done. */
+void phx_ckpt_restart(struct phx_agent *a);
+
+/* ------------------------------------------------------------ pure parts */
+
+/* Tiers, fastest first; restore tries them in this order. */
+enum phx_ckpt_tier {
+	PHX_TIER_MEMORY = 0,
+	PHX_TIER_LOCAL,
+	PHX_TIER_SHARED,
+	PHX_TIER_COUNT,
+};
+
+/* Steps an agent holds per tier in a round, newest first. */
+#define PHX_CKPT_STATE_MAX 4
+
+struct phx_ckpt_state {
+	long steps[PHX_TIER_COUNT][PHX_CKPT_STATE_MAX];
+	unsigned n[PHX_TIER_COUNT];
+};
+
+const char *phx_ckpt_tier_name(enum phx_ckpt_tier t);
+
+/*
+ * Tiers (bit per enum phx_ckpt_tier) a node's save number save_no (1, 2,
+ * ...) goes to: memory always, a directory tier every `every[t]` saves
+ * when configured (every[t] > 0), all of them for a requested save.
+ */
+unsigned phx_ckpt_tiers_due(unsigned long save_no, const int every[PHX_TIER_COUNT], bool requested);
+
+/* Adds step to tier t of s, keeping the newest PHX_CKPT_STATE_MAX. */
+void phx_ckpt_state_add(struct phx_ckpt_state *s, enum phx_ckpt_tier t, long step);
+/* "ck1 m=S,S l=S s=S"; returns snprintf's value. */
+int phx_ckpt_state_format(const struct phx_ckpt_state *s, char *buf, size_t len);
+/* 0, or -1 when s is not such a state. */
+int phx_ckpt_state_parse(const char *s, struct phx_ckpt_state *out);
+/* The newest step tier t of every state holds, -1 when none. */
+long phx_ckpt_common_newest(const struct phx_ckpt_state *s, size_t n, enum phx_ckpt_tier t);
+
+/*
+ * Which generations of a tier to delete: of steps[n], every one older than
+ * the `keep` newest that are <= committed. Newer ones than committed are
+ * in flight and kept. Writes them to drop; returns how many.
+ */
+size_t phx_ckpt_gc_pick(const long *steps, size_t n, long committed, unsigned keep, long *drop);
+
+/* "gen-000000000042": a generation's directory name, and back (-1 when not one). */
+void phx_ckpt_gen_name(long step, char *buf, size_t len);
+long phx_ckpt_gen_parse(const char *name);
+
+/* One rank's entry of a generation manifest. */
+struct phx_ckpt_entry {
+	long step;
+	unsigned long rank;
+	unsigned long long bytes;
+	int algo; /* enum phx_digest_algo */
+	unsigned char digest[32];
+};
+
+/*
+ * Finds rank's shard in a generation manifest (checkpoint/proto/ckpt_manifest.h
+ * JSON, from a file): 0, 1 when the manifest is good but has no such rank,
+ * -1 when it is not a manifest or its digest cannot be checked (err says
+ * why).
+ */
+/* One rank's shard as agents tell each other in their rounds. */
+struct phx_ckpt_shard {
+	unsigned long rank;
+	unsigned long long bytes;
+	unsigned char digest[32];
+};
+
+/*
+ * "d STEP RANK:BYTES:HEX,...": this node's shards of a generation, so every
+ * agent can write the complete manifest. Format returns snprintf's value;
+ * parse 0 or -1 (at most max entries into out, *n of them).
+ */
+int phx_ckpt_digests_format(long step, const struct phx_ckpt_shard *s, size_t n, int algo,
+			    char *buf, size_t len);
+int phx_ckpt_digests_parse(const char *text, int algo, long *step, struct phx_ckpt_shard *out,
+			   size_t max, size_t *n);
+
+/*
+ * One shard file: persist (digest on helper threads while the file is
+ * written with tmp + fsync + rename + fsync of the directory) and load
+ * (read while helper threads digest what arrived, then compare). 0 or
+ * -errno / -1 with err.
+ */
+int phx_ckpt_persist_file(const char *path, const void *data, size_t len, int algo,
+			  unsigned threads, unsigned char *digest);
+int phx_ckpt_load_file(const char *path, const struct phx_ckpt_entry *e, unsigned threads,
+		       void *dst, char *err, size_t errlen);
+
+int phx_ckpt_manifest_find(const char *json, unsigned long rank, struct phx_ckpt_entry *out,
+			   char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,323 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <openssl/hmac.h>
+
+#include "checkpoint/node/partner_server.h"
+#include "common/file.h"
+#include "common/log.h"
+#include "common/token.h"
+
+#define COPY_PIECE (8u << 20)
+
+int phx_partner_secret_from_token(const char *token_hex, uint8_t secret[PHX_PARTNER_SECRET_BYTES])
+{
+	static const char label[] = "phalanx-partner:v1";
+	unsigned len = 0;
+
+	if (!token_hex || strlen(token_hex) != PHX_TOKEN_HEX_LEN ||
+	    strspn(token_hex, "0123456789abcdef") != PHX_TOKEN_HEX_LEN)
+		return -1;
+	if (!HMAC(EVP_sha256(), token_hex, PHX_TOKEN_HEX_LEN, (const unsigned char *)label,
+		  sizeof(label) - 1, secret, &len))
+		return -1;
+	return len == PHX_PARTNER_SECRET_BYTES ? 0 : -1;
+}
+
+static void set_timeout(int fd, int opt, int ms)
+{
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+
+	setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof(tv));
+}
+
+/* dir/rank-R/gen-G.copy: the signed header, then the shard; tmp + fsync + rename. */
+static int persist(const struct phx_partner_server *s, const struct phx_partner_copy *c, char *path,
+		   size_t pathlen)
+{
+	uint8_t hdr[PHX_PARTNER_HDR_BYTES];
+	char tmp[4500];
+	int fd, rc;
+
+	snprintf(path, pathlen, "%s/rank-%u", s->dir, c->hdr.rank);
+	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	snprintf(path, pathlen, "%s/rank-%u/gen-%012llu.copy", s->dir, c->hdr.rank,
+		 (unsigned long long)c->hdr.gen);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (phx_partner_hdr_encode(&c->hdr, s->secret, hdr) < 0)
+		return -EINVAL;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	rc = phx_write_all(fd, hdr, sizeof(hdr));
+	if (!rc)
+		rc = phx_write_all(fd, c->data, c->hdr.bytes);
+	if (!rc && fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	if (!rc && rename(tmp, path) < 0)
+		rc = -errno;
+	if (!rc)
+		rc = phx_file_sync_parent(path);
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+	unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Removes the copies of rank on disk beyond the newest disk_keep generations. */
+static void collect(struct phx_partner_server *s, uint32_t rank)
+{
+	unsigned keep = s->disk_keep > 2 ? s->disk_keep : 2;
+	unsigned long long gens[256];
+	char dir[4200], path[4500];
+	struct dirent *e;
+	size_t n = 0;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/rank-%u", s->dir, rank);
+	d = opendir(dir);
+	while (d && (e = readdir(d)) && n < sizeof(gens) / sizeof(gens[0])) {
+		unsigned long long gen;
+		int end = 0;
+
+		if (sscanf(e->d_name, "gen-%llu%n", &gen, &end) == 1 &&
+		    !strcmp(e->d_name + end, ".copy"))
+			gens[n++] = gen;
+	}
+	if (d)
+		closedir(d);
+	qsort(gens, n, sizeof(gens[0]), newest_first);
+	for (size_t i = keep; i < n; i++) {
+		snprintf(path, sizeof(path), "%s/gen-%012llu.copy", dir, gens[i]);
+		unlink(path);
+	}
+}
+
+static void keep(struct phx_partner_server *s, struct phx_partner_copy *c)
+{
+	char path[4400] = "";
+	uint32_t rank = c->hdr.rank;
+	uint64_t gen = c->hdr.gen;
+	int rc = s->dir[0] ? persist(s, c, path, sizeof(path)) : 0;
+
+	if (rc < 0)
+		phx_warn("partner copy of rank %u generation %llu kept in memory only: "
+			 "cannot write %s: %s; check the node-local checkpoint directory",
+			 rank, (unsigned long long)gen, path, strerror(-rc));
+	pthread_mutex_lock(&s->mu);
+	phx_partner_store_put(&s->store, c);
+	s->received++;
+	if (s->dir[0])
+		collect(s, rank);
+	pthread_mutex_unlock(&s->mu);
+	phx_debug("partner copy of rank %u generation %llu received and verified", rank,
+		  (unsigned long long)gen);
+}
+
+static void serve(struct phx_partner_server *s, int fd)
+{
+	struct phx_partner_copy c;
+	char err[512];
+	int rc;
+
+	set_timeout(fd, SO_RCVTIMEO, s->timeout_ms);
+	while ((rc = phx_partner_recv(fd, s->secret, &s->lim, s->digest_threads, &c, err,
+				      sizeof(err))) == 0)
+		keep(s, &c);
+	if (rc < 0) {
+		pthread_mutex_lock(&s->mu);
+		s->refused++;
+		pthread_mutex_unlock(&s->mu);
+		phx_warn("partner copy refused: %s; the sender's copy does not count as "
+			 "held",
+			 err);
+	}
+}
+
+static void *server_main(void *arg)
+{
+	struct phx_partner_server *s = arg;
+	struct pollfd p[2] = { { .fd = s->listen_fd, .events = POLLIN },
+			       { .fd = s->stop_fd, .events = POLLIN } };
+
+	for (;;) {
+		int fd;
+
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			break;
+		if (!(p[0].revents & POLLIN))
+			continue;
+		fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			continue;
+		pthread_mutex_lock(&s->mu);
+		s->conn = fd;
+		pthread_mutex_unlock(&s->mu);
+		serve(s, fd);
+		pthread_mutex_lock(&s->mu);
+		s->conn = -1;
+		pthread_mutex_unlock(&s->mu);
+		close(fd);
+	}
+	return NULL;
+}
+
+static int listen_on(struct phx_partner_server *s, const char *addr, uint16_t port, char *err,
+		     size_t errlen)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	socklen_t len = sizeof(sa);
+	int one = 1;
+
+	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+		return phx_errf(err, errlen, "partner address '%s' is not an IPv4 address", addr);
+	s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s->listen_fd < 0)
+		return phx_errf(err, errlen, "socket: %s", strerror(errno));
+	setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(s->listen_fd, 4) < 0 ||
+	    getsockname(s->listen_fd, (struct sockaddr *)&sa, &len) < 0)
+		return phx_errf(err, errlen, "cannot listen on %s:%u for partner copies: %s", addr,
+				port, strerror(errno));
+	s->port = ntohs(sa.sin_port);
+	return 0;
+}
+
+int phx_partner_server_start(struct phx_partner_server *s, const char *addr, uint16_t port,
+			     char *err, size_t errlen)
+{
+	s->listen_fd = s->stop_fd = s->conn = -1;
+	if (phx_partner_store_init(&s->store, s->lim.nranks) < 0)
+		return phx_errf(err, errlen, "no memory for %u ranks", s->lim.nranks);
+	pthread_mutex_init(&s->mu, NULL);
+	if (listen_on(s, addr, port, err, errlen) < 0)
+		goto fail;
+	s->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (s->stop_fd < 0) {
+		phx_errf(err, errlen, "eventfd: %s", strerror(errno));
+		goto fail;
+	}
+	if (pthread_create(&s->thread, NULL, server_main, s)) {
+		phx_errf(err, errlen, "cannot start the partner thread");
+		goto fail;
+	}
+	return 0;
+fail:
+	if (s->listen_fd >= 0)
+		close(s->listen_fd);
+	if (s->stop_fd >= 0)
+		close(s->stop_fd);
+	phx_partner_store_free(&s->store);
+	pthread_mutex_destroy(&s->mu);
+	return -1;
+}
+
+void phx_partner_server_stop(struct phx_partner_server *s)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&s->mu);
+	if (s->conn >= 0)
+		shutdown(s->conn, SHUT_RDWR);
+	pthread_mutex_unlock(&s->mu);
+	if (write(s->stop_fd, &one, sizeof(one)) < 0)
+		phx_warn("cannot wake the partner thread: %s", strerror(errno));
+	pthread_join(s->thread, NULL);
+	close(s->listen_fd);
+	close(s->stop_fd);
+	phx_partner_store_free(&s->store);
+	pthread_mutex_destroy(&s->mu);
+}
+
+int phx_partner_server_newest(struct phx_partner_server *s, uint32_t rank, uint64_t *gen)
+{
+	int rc;
+
+	pthread_mutex_lock(&s->mu);
+	rc = phx_partner_store_newest(&s->store, rank, gen);
+	pthread_mutex_unlock(&s->mu);
+	return rc;
+}
+
+int phx_partner_connect(const char *addr, uint16_t port, int timeout_ms, char *err, size_t errlen)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int fd;
+
+	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1)
+		return phx_errf(err, errlen, "partner address '%s' is not an IPv4 address", addr);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return phx_errf(err, errlen, "socket: %s", strerror(errno));
+	set_timeout(fd, SO_SNDTIMEO, timeout_ms);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		phx_errf(err, errlen, "cannot reach the partner at %s:%u: %s", addr, port,
+			 strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int phx_partner_send_file(int fd, const char *path)
+{
+	char *buf = malloc(COPY_PIECE);
+	int in = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	ssize_t n;
+
+	if (in < 0 || !buf) {
+		rc = in < 0 ? -errno : -ENOMEM;
+		goto out;
+	}
+	while ((n = read(in, buf, COPY_PIECE)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			break;
+		}
+		for (ssize_t off = 0; off < n && !rc;) {
+			ssize_t w = send(fd, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				rc = w < 0 ? -errno : -EIO;
+			else
+				off += w;
+		}
+		if (rc)
+			break;
+	}
+out:
+	if (in >= 0)
+		close(in);
+	free(buf);
+	return rc;
+}

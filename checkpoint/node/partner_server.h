@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The receiving end of partner copies, run by an agent on its own thread
+ * so its main loop never waits on a peer: a TCP listener that takes one
+ * sender at a time (a partner has exactly one peer), receives and verifies
+ * each copy (partner_io.h), keeps it in memory and, when a directory
+ * is given, also writes it there as the signed header followed by the
+ * shard ("rank-R/gen-G.copy", atomically), so that the next step's agent
+ * on this node can serve it again byte for byte after the step that made
+ * it ended. The disk keeps the newest disk_keep generations per rank (at
+ * least the two in memory): copies run ahead of the generations the
+ * agents have committed, and the one a relaunch restores may be older
+ * than the newest two. A stalled sender is dropped after a receive
+ * timeout.
+ */
+#ifndef PHX_CKPT_PARTNER_SERVER_H
+#define PHX_CKPT_PARTNER_SERVER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "checkpoint/node/partner_io.h"
+
+struct phx_partner_server {
+	int listen_fd, stop_fd;
+	int conn; /* the sender being served, -1; under mu */
+	uint16_t port;
+	uint8_t secret[PHX_PARTNER_SECRET_BYTES];
+	struct phx_partner_limits lim;
+	unsigned digest_threads;
+	int timeout_ms; /* a sender silent this long is dropped */
+	char dir[4096]; /* "" = memory only */
+	unsigned disk_keep; /* generations per rank kept in dir; 2 when less */
+	pthread_t thread;
+	pthread_mutex_t mu; /* guards store and the counters */
+	struct phx_partner_store store;
+	unsigned long received, refused;
+};
+
+/*
+ * The partner secret: HMAC-SHA256(job token, "phalanx-partner:v1"), the
+ * same in every step of the job and known only to its processes. 0 or -1
+ * (not a job token).
+ */
+int phx_partner_secret_from_token(const char *token_hex, uint8_t secret[PHX_PARTNER_SECRET_BYTES]);
+
+/*
+ * Listens on addr (IPv4 text; port 0: any free one, then s->port says
+ * which) and starts the thread. s->secret, lim, digest_threads, timeout_ms
+ * and dir must be set. 0 or -1 with err.
+ */
+int phx_partner_server_start(struct phx_partner_server *s, const char *addr, uint16_t port,
+			     char *err, size_t errlen);
+void phx_partner_server_stop(struct phx_partner_server *s);
+
+/* 1 with *gen the newest verified generation held for rank, else 0. */
+int phx_partner_server_newest(struct phx_partner_server *s, uint32_t rank, uint64_t *gen);
+
+/* Connects to a partner (IPv4 text) with a send timeout: a socket, or -1 with err. */
+int phx_partner_connect(const char *addr, uint16_t port, int timeout_ms, char *err, size_t errlen);
+
+/*
+ * Sends a stored copy file (signed header then shard, as the server wrote
+ * it) to fd as it is. 0 or a negated errno.
+ */
+int phx_partner_send_file(int fd, const char *path);
+
+#endif

@@ -1,0 +1,565 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * phalanx ckpt ls|verify|rm and phalanx status: requests to phalanx-ckptd
+ * over its Unix socket. The daemon decides what the caller may see from
+ * the socket's peer credentials; verify reads the shards from here.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "checkpoint/proto/ckpt_manifest.h"
+#include "checkpoint/proto/ckpt_wire.h"
+#include "common/conf.h"
+#include "checkpoint/proto/digest_file.h"
+#include "common/log.h"
+#include "cli/ckptd_request.h"
+#include "cli/commands.h"
+
+static const char ckpt_usage[] =
+	"usage: phalanx ckpt ls [--job JOB] [--json] [--socket PATH]\n"
+	"       phalanx ckpt verify JOB [GEN] [--threads N] [--socket PATH]\n"
+	"       phalanx ckpt rm JOB GEN|all [--socket PATH]\n";
+static const char status_usage[] = "usage: phalanx status [--json] [--socket PATH]\n";
+
+struct admin {
+	int fd;
+	struct phx_wire_reader rd;
+	const char *path;
+};
+
+static int send_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Sends obj and reads the answer; 0 with *m, or -1 having said why. */
+static int roundtrip(struct admin *a, struct json_object *obj, struct phx_wire_msg *m)
+{
+	const char *body;
+	size_t len, flen;
+	char err[512], *frame = phx_wire_frame(obj, &flen);
+	int rc;
+
+	if (!frame || send_all(a->fd, frame, flen) < 0) {
+		free(frame);
+		phx_error("cannot send to phalanx-ckptd at %s: %s", a->path, strerror(errno));
+		return -1;
+	}
+	free(frame);
+	while ((rc = phx_wire_reader_next(&a->rd, &body, &len, err, sizeof(err))) == 0) {
+		ssize_t n = phx_wire_reader_read(&a->rd, a->fd);
+
+		if (n <= 0) {
+			phx_error("phalanx-ckptd at %s closed the connection%s%s", a->path,
+				  n < 0 ? ": " : "", n < 0 ? strerror((int)-n) : "");
+			return -1;
+		}
+	}
+	if (rc < 0 || phx_wire_decode(body, len, PHX_SIDE_CLIENT, m, err, sizeof(err)) < 0) {
+		phx_error("phalanx-ckptd sent a bad answer: %s", err);
+		return -1;
+	}
+	if (m->type == PHX_MSG_ERROR) {
+		phx_error("phalanx-ckptd: %s", m->reason);
+		phx_wire_msg_free(m);
+		return -1;
+	}
+	return 0;
+}
+
+static int admin_open(struct admin *a, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct phx_wire_msg m;
+
+	a->path = path;
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (a->fd < 0 || connect(a->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		phx_error("cannot reach phalanx-ckptd at %s: %s; is it running (systemctl status "
+			  "phalanx-ckptd), and is ckptd.socket right?",
+			  path, strerror(errno));
+		return -1;
+	}
+	phx_wire_reader_init(&a->rd, PHX_WIRE_MAX_FRAME);
+	if (roundtrip(a, phx_wire_hello_admin(), &m) < 0)
+		return -1;
+	phx_wire_msg_free(&m);
+	return 0;
+}
+
+static void admin_close(struct admin *a)
+{
+	if (a->fd >= 0)
+		close(a->fd);
+	phx_wire_reader_free(&a->rd);
+}
+
+static int parse_u64(const char *s, uint64_t min, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*s < '0' || *s > '9' || *end || errno || v < min)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static const char *default_socket(struct phx_conf *conf)
+{
+	char err[512];
+
+	if (access(PHX_CONF_DEFAULT_PATH, F_OK) == 0 &&
+	    phx_conf_load_file(PHX_CONF_DEFAULT_PATH, conf, err, sizeof(err)) == 0)
+		return conf->ckptd.socket;
+	if (phx_conf_defaults(conf) < 0)
+		return "/run/phalanx/ckptd.sock";
+	return conf->ckptd.socket;
+}
+
+/* ------------------------------------------------------------------ ls */
+
+static void print_when(uint64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (gmtime_r(&tt, &tm))
+		strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	else
+		snprintf(buf, len, "?");
+}
+
+static int do_ls(struct admin *a, uint64_t job, int json)
+{
+	struct json_object *o = phx_wire_new(PHX_MSG_LS);
+	struct phx_wire_msg m;
+	size_t n;
+
+	if (job)
+		json_object_object_add(o, "job", json_object_new_uint64(job));
+	if (roundtrip(a, o, &m) < 0)
+		return 1;
+	if (m.type != PHX_MSG_LIST) {
+		phx_error("phalanx-ckptd answered ls with %s", phx_msg_name(m.type));
+		phx_wire_msg_free(&m);
+		return 1;
+	}
+	if (json) {
+		printf("%s\n", json_object_to_json_string_ext(m.payload, JSON_C_TO_STRING_PRETTY));
+		phx_wire_msg_free(&m);
+		return 0;
+	}
+	n = json_object_array_length(m.payload);
+	printf("%-10s %-6s %-12s %-8s %-14s %s\n", "JOB", "GEN", "STEP", "RANKS", "BYTES",
+	       "CREATED");
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *g = json_object_array_get_idx(m.payload, i), *v;
+		uint64_t f[6] = { 0 };
+		static const char *const keys[] = { "job",   "gen",   "step",
+						    "world", "bytes", "created" };
+		char when[32];
+
+		for (int k = 0; k < 6; k++)
+			if (json_object_object_get_ex(g, keys[k], &v))
+				f[k] = json_object_get_uint64(v);
+		print_when(f[5], when, sizeof(when));
+		printf("%-10llu %-6llu %-12llu %-8llu %-14llu %s\n", (unsigned long long)f[0],
+		       (unsigned long long)f[1], (unsigned long long)f[2], (unsigned long long)f[3],
+		       (unsigned long long)f[4], when);
+	}
+	phx_wire_msg_free(&m);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ verify */
+
+struct verify {
+	const struct phx_manifest *m;
+	pthread_mutex_t lock;
+	uint32_t next;
+	uint32_t ok, corrupt, missing, unverifiable;
+	uint32_t said; /* problem lines printed; a 16k-rank job is not listed whole */
+};
+
+#define VERIFY_SAY_MAX 20
+
+/* 1 when this problem line may still be printed. */
+static int may_say(struct verify *v)
+{
+	int ok;
+
+	pthread_mutex_lock(&v->lock);
+	ok = v->said++ < VERIFY_SAY_MAX;
+	pthread_mutex_unlock(&v->lock);
+	return ok;
+}
+
+static void verify_rank(struct verify *v, uint32_t r)
+{
+	const struct phx_manifest_shard *s = &v->m->shards[r];
+	int good = 0, bad = 0, unknown = 0;
+
+	for (size_t i = 0; i < s->nlocations; i++) {
+		char err[512];
+		/* Ranks are checked in parallel already: one hashing thread per file. */
+		int rc = phx_digest_file_check(s->locations[i].path, s->bytes, s->digest.alg,
+					       s->digest.hex, 1, err, sizeof(err));
+
+		if (rc == PHX_DIGEST_FILE_OK)
+			good++;
+		else if (rc == PHX_DIGEST_FILE_BAD) {
+			bad++;
+			if (may_say(v))
+				phx_warn("rank %u: %s copy is corrupt: %s", r, s->locations[i].tier,
+					 err);
+		} else if (rc == PHX_DIGEST_FILE_UNKNOWN) {
+			unknown++;
+			if (may_say(v))
+				phx_error("rank %u: cannot verify: %s", r, err);
+		}
+	}
+	pthread_mutex_lock(&v->lock);
+	if (good)
+		v->ok++;
+	else if (bad)
+		v->corrupt++;
+	else if (unknown)
+		v->unverifiable++;
+	else
+		v->missing++;
+	pthread_mutex_unlock(&v->lock);
+	if (!good && !bad && !unknown && may_say(v))
+		phx_warn("rank %u: no copy of its shard is readable from this host (%zu tiers)", r,
+			 s->nlocations);
+}
+
+static void *verify_worker(void *arg)
+{
+	struct verify *v = arg;
+
+	for (;;) {
+		uint32_t r;
+
+		pthread_mutex_lock(&v->lock);
+		r = v->next++;
+		pthread_mutex_unlock(&v->lock);
+		if (r >= v->m->world)
+			return NULL;
+		verify_rank(v, r);
+	}
+}
+
+static int do_verify(struct admin *a, uint64_t job, uint64_t gen, int threads)
+{
+	struct json_object *o = phx_wire_new(PHX_MSG_QUERY);
+	struct verify v = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct phx_manifest man;
+	struct phx_wire_msg m;
+	pthread_t tid[64];
+	char err[512];
+	int n = 0;
+
+	json_object_object_add(o, "job", json_object_new_uint64(job));
+	json_object_object_add(o, "gen", json_object_new_uint64(gen));
+	if (roundtrip(a, o, &m) < 0)
+		return 1;
+	if (m.type != PHX_MSG_MANIFEST || !m.payload) {
+		phx_error("job %llu has no committed generation %llu", (unsigned long long)job,
+			  (unsigned long long)gen);
+		phx_wire_msg_free(&m);
+		return 1;
+	}
+	if (phx_manifest_from_json(m.payload, &man, err, sizeof(err)) < 0) {
+		phx_error("the catalog's manifest of job %llu is bad: %s", (unsigned long long)job,
+			  err);
+		phx_wire_msg_free(&m);
+		return 1;
+	}
+	phx_wire_msg_free(&m);
+	v.m = &man;
+	for (; n < threads && n < 64; n++)
+		if (pthread_create(&tid[n], NULL, verify_worker, &v))
+			break;
+	if (!n)
+		verify_worker(&v);
+	while (n--)
+		pthread_join(tid[n], NULL);
+	if (v.said > VERIFY_SAY_MAX)
+		phx_warn("%u more problems not shown", v.said - VERIFY_SAY_MAX);
+	printf("job %u generation %llu (step %llu, %u ranks): %u verified, %u corrupt, %u not "
+	       "readable here, %u with an unknown digest algorithm\n",
+	       man.job, (unsigned long long)man.generation, (unsigned long long)man.step, man.world,
+	       v.ok, v.corrupt, v.missing, v.unverifiable);
+	n = v.ok == man.world ? 0 : 1;
+	phx_manifest_free(&man);
+	return n;
+}
+
+/* ------------------------------------------------------------------ rm, status */
+
+static int do_rm(struct admin *a, uint64_t job, uint64_t gen)
+{
+	struct json_object *o = phx_wire_new(PHX_MSG_RM);
+	struct phx_wire_msg m;
+
+	json_object_object_add(o, "job", json_object_new_uint64(job));
+	json_object_object_add(o, "gen", json_object_new_uint64(gen));
+	if (roundtrip(a, o, &m) < 0)
+		return 1;
+	phx_wire_msg_free(&m);
+	if (gen)
+		printf("removed generation %llu of job %llu from the catalog\n",
+		       (unsigned long long)gen, (unsigned long long)job);
+	else
+		printf("removed job %llu and its generations from the catalog\n",
+		       (unsigned long long)job);
+	return 0;
+}
+
+static uint64_t field(struct json_object *o, const char *k)
+{
+	struct json_object *v;
+
+	return json_object_object_get_ex(o, k, &v) ? json_object_get_uint64(v) : 0;
+}
+
+/* Nodes Phalanx drained that return to service only after a passing check. */
+static void print_untrusted(struct json_object *status)
+{
+	struct json_object *a, *e, *v;
+	size_t n;
+
+	if (!json_object_object_get_ex(status, "untrusted", &a) ||
+	    !json_object_is_type(a, json_type_array) || !(n = json_object_array_length(a)))
+		return;
+	printf("untrusted nodes (drained; resumed after a passing check):\n");
+	for (size_t i = 0; i < n; i++) {
+		e = json_object_array_get_idx(a, i);
+		json_object_object_get_ex(e, "node", &v);
+		printf("  %-16s %llu faults  ", json_object_get_string(v),
+		       (unsigned long long)field(e, "faults"));
+		json_object_object_get_ex(e, "reason", &v);
+		printf("%s\n", json_object_get_string(v));
+	}
+}
+
+/* A job's stop, or its requeue's wait for nodes, under the table. */
+static void print_recovery(struct json_object *j)
+{
+	struct json_object *reason, *stopped, *phase;
+
+	if (!json_object_object_get_ex(j, "reason", &reason) || !*json_object_get_string(reason))
+		return;
+	json_object_object_get_ex(j, "stopped", &stopped);
+	json_object_object_get_ex(j, "phase", &phase);
+	printf("job %llu: %s: %s\n", (unsigned long long)field(j, "job"),
+	       json_object_get_boolean(stopped)				  ? "stopped"
+	       : phase && !strcmp(json_object_get_string(phase), "queue") ? "requeued"
+									  : "last decision",
+	       json_object_get_string(reason));
+}
+
+static int do_status(struct admin *a, int json)
+{
+	struct phx_wire_msg m;
+	struct json_object *jobs;
+	size_t n;
+
+	if (roundtrip(a, phx_wire_new(PHX_MSG_STATUS), &m) < 0)
+		return 1;
+	if (json) {
+		printf("%s\n", json_object_to_json_string_ext(m.payload, JSON_C_TO_STRING_PRETTY));
+		phx_wire_msg_free(&m);
+		return 0;
+	}
+	json_object_object_get_ex(m.payload, "jobs", &jobs);
+	n = json_object_array_length(jobs);
+	printf("phalanx-ckptd: %llu agents connected, %zu jobs, %llu committed generations\n",
+	       (unsigned long long)field(m.payload, "agents"), n,
+	       (unsigned long long)field(m.payload, "generations"));
+	if (n)
+		printf("%-10s %-8s %-6s %-7s %-7s %-10s %-12s %s\n", "JOB", "UID", "NODES", "RANKS",
+		       "AGENTS", "COMMITTED", "STEP", "INTERVAL");
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *j = json_object_array_get_idx(jobs, i), *mode;
+		char iv[64];
+
+		json_object_object_get_ex(j, "interval_mode", &mode);
+		if (field(j, "interval_steps"))
+			snprintf(iv, sizeof(iv), "%llu steps",
+				 (unsigned long long)field(j, "interval_steps"));
+		else
+			snprintf(iv, sizeof(iv), "%llu s (%s)",
+				 (unsigned long long)field(j, "interval_seconds"),
+				 json_object_get_string(mode));
+		printf("%-10llu %-8llu %-6llu %-7llu %-7llu %-10llu %-12llu %s\n",
+		       (unsigned long long)field(j, "job"), (unsigned long long)field(j, "uid"),
+		       (unsigned long long)field(j, "nodes"), (unsigned long long)field(j, "ranks"),
+		       (unsigned long long)field(j, "agents"),
+		       (unsigned long long)field(j, "committed"),
+		       (unsigned long long)field(j, "step"), iv);
+	}
+	for (size_t i = 0; i < n; i++)
+		print_recovery(json_object_array_get_idx(jobs, i));
+	print_untrusted(m.payload);
+	phx_wire_msg_free(&m);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ commands */
+
+struct common_opts {
+	const char *socket;
+	int json, threads;
+	uint64_t job;
+};
+
+static int parse_common(const char *cmd, const char *usage, int argc, char **argv,
+			struct common_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "job", required_argument, NULL, 'J' },
+		{ "threads", required_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
+	uint64_t v;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			o->socket = optarg;
+			break;
+		case 'j':
+			o->json = 1;
+			break;
+		case 'J':
+			if (parse_u64(optarg, 1, &o->job) < 0 || o->job > UINT32_MAX) {
+				phx_error("%s: --job '%s' is not a job id\n%s", cmd, optarg, usage);
+				return 2;
+			}
+			break;
+		case 't':
+			if (parse_u64(optarg, 1, &v) < 0 || v > 64) {
+				phx_error("%s: --threads '%s' must be 1 to 64\n%s", cmd, optarg,
+					  usage);
+				return 2;
+			}
+			o->threads = (int)v;
+			break;
+		default:
+			return phx_cli_option_error(cmd, c, argv, usage);
+		}
+	}
+	return 0;
+}
+
+int phx_cmd_ckpt(int argc, char **argv)
+{
+	struct common_opts o = { .threads = 8 };
+	struct admin a = { .fd = -1 };
+	struct phx_conf conf = { 0 };
+	const char *sub = argc > 1 ? argv[1] : "";
+	uint64_t job = 0, gen = 0;
+	int rc;
+
+	if (strcmp(sub, "ls") && strcmp(sub, "verify") && strcmp(sub, "rm")) {
+		phx_error("ckpt: expected ls, verify or rm\n%s", ckpt_usage);
+		return 2;
+	}
+	rc = parse_common("ckpt", ckpt_usage, argc - 1, argv + 1, &o);
+	if (rc)
+		return rc;
+	argc--, argv++;
+	if (!strcmp(sub, "ls")) {
+		rc = phx_cli_no_arguments("ckpt ls", argc, argv, ckpt_usage);
+	} else if (optind >= argc || parse_u64(argv[optind], 1, &job) < 0 || job > UINT32_MAX) {
+		phx_error("ckpt %s: name a job id\n%s", sub, ckpt_usage);
+		rc = 2;
+	} else if (!strcmp(sub, "rm") &&
+		   (optind + 2 != argc || (strcmp(argv[optind + 1], "all") &&
+					   parse_u64(argv[optind + 1], 1, &gen) < 0))) {
+		phx_error("ckpt rm: name a job and a generation (or 'all')\n%s", ckpt_usage);
+		rc = 2;
+	} else if (!strcmp(sub, "verify") &&
+		   (optind + 2 < argc ||
+		    (optind + 1 < argc && parse_u64(argv[optind + 1], 1, &gen) < 0))) {
+		phx_error("ckpt verify: name a job and at most one generation\n%s", ckpt_usage);
+		rc = 2;
+	}
+	if (rc)
+		return rc;
+	rc = 1;
+	if (admin_open(&a, o.socket ? o.socket : default_socket(&conf)) == 0) {
+		if (!strcmp(sub, "ls"))
+			rc = do_ls(&a, o.job, o.json);
+		else if (!strcmp(sub, "verify"))
+			rc = do_verify(&a, job, gen, o.threads);
+		else
+			rc = do_rm(&a, job, gen);
+	}
+	admin_close(&a);
+	phx_conf_free(&conf);
+	return rc;
+}
+
+int phx_cmd_status(int argc, char **argv)
+{
+	struct common_opts o = { 0 };
+	struct admin a = { .fd = -1 };
+	struct phx_conf conf = { 0 };
+	int rc = parse_common("status", status_usage, argc, argv, &o);
+
+	if (rc || (rc = phx_cli_no_arguments("status", argc, argv, status_usage)))
+		return rc;
+	rc = 1;
+	if (admin_open(&a, o.socket ? o.socket : default_socket(&conf)) == 0)
+		rc = do_status(&a, o.json);
+	admin_close(&a);
+	phx_conf_free(&conf);
+	return rc;
+}
+
+int phx_ckptd_request(const char *socket_path, struct json_object *req, struct phx_wire_msg *m)
+{
+	struct admin a = { .fd = -1 };
+	struct phx_conf conf = { 0 };
+	int rc = -1;
+
+	if (admin_open(&a, socket_path ? socket_path : default_socket(&conf)) == 0)
+		rc = roundtrip(&a, req, m);
+	else
+		json_object_put(req);
+	admin_close(&a);
+	phx_conf_free(&conf);
+	return rc;
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* phalanx(1): the admin and user command line tool. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "cli/commands.h"
+
+struct phx_command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct phx_command commands[] = {
+	{ "check", phx_cmd_check, "test GPUs and NCCL links of nodes; drain bad ones" },
+	{ "ckpt", phx_cmd_ckpt, "list, verify or remove committed checkpoint generations" },
+	{ "config", phx_cmd_config, "check or show phalanx.yaml" },
+	{ "goodput", phx_cmd_goodput, "where a job's time went; goodput at scale (--model)" },
+	{ "health", phx_cmd_health, "run the node health checks of the job prolog" },
+	{ "hostlist", phx_cmd_hostlist, "expand or compress Slurm host lists" },
+	{ "keygen", phx_cmd_keygen, "create the cluster key that signs job tokens" },
+	{ "plan", phx_cmd_plan, "place the ranks of a parallelism layout on nodes" },
+	{ "status", phx_cmd_status, "jobs, agents and intervals known to phalanx-ckptd" },
+	{ "topo", phx_cmd_topo, "show GPUs, NICs, NUMA nodes and the NIC of each GPU" },
+};
+
+int phx_cli_option_error(const char *cmd, int c, char **argv, const char *usage)
+{
+	if (c == ':')
+		phx_error("%s: option '%s' needs a value\n%s", cmd, argv[optind - 1], usage);
+	else
+		phx_error("%s: unknown option '%s'\n%s", cmd, argv[optind - 1], usage);
+	return 2;
+}
+
+int phx_cli_no_arguments(const char *cmd, int argc, char **argv, const char *usage)
+{
+	if (optind == argc)
+		return 0;
+	phx_error("%s: unexpected argument '%s'\n%s", cmd, argv[optind], usage);
+	return 2;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: phalanx [--version] COMMAND [ARGS]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\nSee phalanx(1) and phalanx(7).\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("phalanx %s\n", PACKAGE_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	}
+	phx_error("unknown command '%s'; run 'phalanx --help' for the list", argv[1]);
+	return 2;
+}

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The running agent: its state and the parts that touch processes and PMIx. */
+#ifndef PHX_LAUNCH_AGENT_RUN_H
+#define PHX_LAUNCH_AGENT_RUN_H
+
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <pmix.h>
+
+#include "launcher/launch.h"
+#include "checkpoint/node/ckpt.h"
+
+/* PMIx: the agent's identity and the agreement rounds. */
+struct phx_wire {
+	pmix_proc_t me;
+	uint32_t size; /* agents in the step */
+	int done_pipe[2]; /* a non-blocking fence writes its status here */
+	bool in_flight;
+	bool inited;
+};
+
+int phx_wire_init(struct phx_wire *w, char *err, size_t errlen);
+void phx_wire_fini(struct phx_wire *w);
+/* Put + Commit + Fence (collecting) + Get of key from every agent; values[size], free each. */
+int phx_wire_allgather(struct phx_wire *w, const char *key, const char *value, char **values,
+		       char *err, size_t errlen);
+/* The same without blocking: phx_wire_round_fd() turns readable when it is done. */
+int phx_wire_round_start(struct phx_wire *w, const char *key, const char *value, char *err,
+			 size_t errlen);
+int phx_wire_round_finish(struct phx_wire *w, const char *key, char **values, char *err,
+			  size_t errlen);
+
+#define PHX_RATE_SAMPLES 64
+
+struct phx_worker {
+	unsigned slot;
+	unsigned long rank;
+	pid_t pid; /* also the process group; 0 before the first start */
+	bool running; /* not reaped yet */
+	int status; /* waitpid's, once reaped */
+	int out_fd, err_fd; /* -1 when closed */
+	struct phx_linebuf out, err;
+	int log_fd; /* -1 without --log-dir */
+	uint64_t start_ns; /* CLOCK_MONOTONIC */
+	bool failed_reported;
+	unsigned restarts; /* of this worker: its TORCHELASTIC_RESTART_COUNT */
+	bool failed; /* exited non-zero, died or hung, not restarted yet */
+	uint64_t fail_ns; /* CLOCK_REALTIME of that */
+	enum phx_fail_kind kind;
+	int code;
+	bool waiting;
+	/* Heartbeat samples for the step time: (beat_ns, step), oldest first. */
+	struct {
+		uint64_t beat_ns, step;
+	} samples[PHX_RATE_SAMPLES];
+	unsigned nsamples;
+};
+
+struct phx_agent {
+	struct phx_launch_opts *o;
+	struct phx_conf conf;
+	struct phx_wire wire;
+	char node[256];
+	struct phx_rankmap map;
+	struct phx_node_topo *topo;
+	char master_addr[256];
+	unsigned master_agent; /* agent rank of the node with global rank 0 */
+	unsigned master_port;
+	unsigned nproc;
+	char **hosts; /* [wire.size]: node of each agent rank */
+	char **addrs; /* [wire.size]: its first IPv4 address (or the node name) */
+	struct phx_worker *w; /* [nproc] */
+	int hb_fd;
+	void *hb;
+	size_t hb_len;
+	int sig_fd;
+	char run_dir[4096];
+	bool run_dir_owned; /* made here, removed at exit */
+	int run_dir_lock;   /* held while this agent lives: see common/rundir.h */
+	char run_id[256];
+	unsigned epoch;
+	unsigned long rounds; /* agreement rounds so far */
+	struct phx_report local; /* this agent's report in the current epoch */
+	int shutdown_sig; /* TERM or INT received */
+	bool stopping; /* workers are being stopped: their exits are not failures */
+	cpu_set_t cpus;
+	bool have_cpus;
+	/* Roles: the one this agent runs, and what every agent knows of all. */
+	unsigned role;
+	char **argv; /* the role's command */
+	char *cmd_argv[PHX_ROLE_ARGV_MAX + 1];
+	char *cmd_buf;
+	struct phx_role_env role_env;
+	char job_master[256]; /* node of global rank 0 when another role runs there */
+	char role_master_addr[256];
+	unsigned role_master_agent;
+	unsigned role_master_port;
+	unsigned long world; /* ranks of all roles */
+	unsigned long role_offset[PHX_ROLE_MAX], role_world[PHX_ROLE_MAX];
+	struct phx_role_state roles[PHX_ROLE_MAX];
+	/* Preemption: the signal came (to this agent), and when its workers are stopped. */
+	bool preempt_signal;
+	bool preempting;
+	uint64_t preempt_deadline; /* CLOCK_MONOTONIC */
+	/* Stragglers: every rank's rate in a round, and who was reported already. */
+	struct phx_rate *rates;
+	uint64_t *rate_median;
+	unsigned *rate_peers;
+	bool *rate_slow;
+	bool *straggler_reported; /* [world] */
+	struct phx_ckpt *ckpt; /* checkpoint staging, agent_ckpt.c */
+	struct phx_daemon *daemon; /* phalanx-ckptd client, agent_ckptd.c; NULL: none */
+	struct phx_xid_watch *xid; /* the kernel log's Xid watch, agent_xid.c; NULL: none */
+};
+
+/* Xid errors in the node's kernel log (launcher.kernel_log): open, check (at most 1/s), close. */
+void phx_agent_xid_open(struct phx_agent *a);
+void phx_agent_xid_poll(struct phx_agent *a);
+void phx_agent_xid_close(struct phx_agent *a);
+
+/* Wire-up: facts exchange, placement, this node's rank map. An exit code or 0. */
+int phx_agent_wireup(struct phx_agent *a);
+/* A free TCP port on this node, 0 when none. */
+unsigned phx_free_port(void);
+
+/* Processes. */
+int phx_agent_spawn_all(struct phx_agent *a);
+/* TERM (and CONT) to every worker's group, --term-timeout, KILL; reaps all, orphans too. */
+void phx_agent_stop_all(struct phx_agent *a);
+/* One poll round: output, signals, reaping; timeout_ms may be 0. extra_fd: also watched. */
+int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extra_ready);
+unsigned phx_agent_running(const struct phx_agent *a);
+void phx_agent_close_outputs(struct phx_agent *a);
+void phx_agent_forward(struct phx_agent *a, int sig);
+
+/* Hang evidence of a worker, printed before it is killed. */
+void phx_agent_evidence(struct phx_agent *a, const struct phx_worker *w);
+
+/* The driver's result line on stderr (driver.h), msg: the error file's message or "". */
+void phx_agent_print_result(struct phx_agent *a, const struct phx_report *r, const char *msg);
+
+/* One worker's start in its slot, with the role's command and environment. */
+int phx_agent_spawn_one(struct phx_agent *a, struct phx_worker *w);
+/* TERM, --term-timeout, KILL to one worker's process group; reaps it. */
+void phx_agent_stop_one(struct phx_agent *a, struct phx_worker *w);
+/* Recomputes the local report from the workers' states. */
+void phx_agent_update_report(struct phx_agent *a);
+
+/* Straggler sampling: each worker's step time over the window, as report text. */
+void phx_agent_sample_rates(struct phx_agent *a);
+void phx_agent_rates_text(struct phx_agent *a, char *buf, size_t len);
+/* From every report of a round: log and record the stragglers not reported yet. */
+void phx_agent_find_stragglers(struct phx_agent *a, char **values, const struct phx_report *r);
+
+/*
+ * Preemption: asks this node's workers to save (the heartbeat page's
+ * save_request, and the signal when it did not come to this agent
+ * itself), then gives them --preempt-grace seconds to exit.
+ */
+void phx_agent_preempt(struct phx_agent *a, bool by_signal);
+/* Stops the workers after the grace; the node is PREEMPTED once they are gone. */
+void phx_agent_preempt_check(struct phx_agent *a);
+
+/* The supervision loop with the agreement rounds. The exit code. */
+int phx_agent_supervise(struct phx_agent *a);
+
+uint64_t phx_now_ns(clockid_t clock);
+
+#endif

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Inside placement: the allocation as the packer, the cost model and the
+ * lower bound see it. placement.c packs, placement_cost.c prices a map,
+ * placement_bound.c computes what no map can beat.
+ */
+#ifndef PHX_PLACEMENT_INT_H
+#define PHX_PLACEMENT_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "placement/placement.h"
+#include "common/saturate.h"
+
+#define PL_NONE UINT32_MAX
+/* Levels below the core: node, nvlink, leaf, spine. */
+#define PL_SUB_LEVELS (PHX_LEVEL_COUNT - 1)
+
+struct pl_alloc {
+	const struct phx_layout *layout;
+	unsigned long world;
+	unsigned gpn;
+	uint64_t traffic[PHX_DIM_COUNT]; /* MiB */
+	uint64_t weight[PHX_LEVEL_COUNT]; /* ns per MiB */
+	size_t n_nodes; /* allocated nodes, in host-name order */
+	/*
+	 * Per node, the unit it belongs to at each level below the core:
+	 * [0] the node itself, [1] its NVLink domain (the node when it has
+	 * none), [2] its leaf, [3] its spine. Units are numbered apart per
+	 * level, the same way for every placement.
+	 */
+	uint32_t (*unit)[PL_SUB_LEVELS];
+	uint32_t n_units[PL_SUB_LEVELS];
+	bool *slow;
+	bool *spare; /* left out: more nodes than the world needs */
+};
+
+/*
+ * How a packing nests the dimensions, innermost first: factor f takes
+ * size[f] values and moves stride[f] global ranks per step. A dimension may
+ * be split in two factors ("pp[2]" inside, "pp[4]" outside).
+ */
+#define PL_MAX_FACTORS (PHX_DIM_COUNT + 1)
+
+/*
+ * Where a block goes among the units with room for it. TIGHT: the narrowest
+ * home, then the tightest fit. FIRST: the narrowest home, then the first
+ * unit. IN_ORDER: above the leaves the first unit with room, so
+ * consecutive blocks (pipeline stages) fill one leaf after the other; in a
+ * leaf the narrowest home, then the tightest fit.
+ */
+enum pl_fit {
+	PL_FIT_TIGHT = 0,
+	PL_FIT_FIRST,
+	PL_FIT_IN_ORDER,
+};
+
+struct pl_strategy {
+	unsigned n;
+	enum phx_dim dim[PL_MAX_FACTORS];
+	unsigned long size[PL_MAX_FACTORS];
+	unsigned long stride[PL_MAX_FACTORS];
+	bool split[PL_MAX_FACTORS];
+	enum pl_fit fit;
+};
+
+struct pl_tree;
+
+/* The switch tree over the nodes that are not spare; 0 or -1 (memory). */
+int phx_pl_tree_build(const struct pl_alloc *a, struct pl_tree **out);
+void phx_pl_tree_free(struct pl_tree *tree);
+/* Packs every rank; rank_node[] gets allocated node indices. */
+void phx_pl_pack(struct pl_tree *tree, const struct pl_strategy *s, uint32_t *rank_node,
+		 uint16_t *rank_gpu);
+
+/* Swaps whole nodes of a packed map while that lowers its cost; swaps made, or -1 (memory). */
+long phx_pl_refine(const struct pl_alloc *a, uint32_t *rank_node);
+/* Prices a map (rank_node[r] = allocated node index); 0 or -1 (memory). */
+int phx_pl_cost(const struct pl_alloc *a, const uint32_t *rank_node, struct phx_plan_cost *cost);
+/* The cheapest any map onto this allocation can be; 0 or -1 (memory). */
+int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound);
+
+#endif

@@ -1,0 +1,47 @@
+# Cluster tests need root and a lab cluster: run by tests/quickstart, not by
+# 'make check'. The PMIx probe is built with the tests.
+check_PROGRAMS += tests/cluster/pmix_exchange
+tests_cluster_pmix_exchange_SOURCES = tests/cluster/pmix_exchange.c
+tests_cluster_pmix_exchange_LDADD = $(PMIX_LIBS)
+# Folders that also hold build output are listed file by file: 'make dist'
+# would copy the build tree's objects along with a whole folder.
+EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run \
+	tests/bench/placement tests/bench/lab-cycle tests/bench/ckpt tests/bench/ckpt-commit \
+	tests/bench/recovery tests/bench/launch tests/bench/launch_worker \
+	tests/bench/launch_worker.py \
+	tests/cluster/lab tests/cluster/run tests/cluster/lib.bash tests/cluster/driver_jobs.bash \
+	tests/cluster/launch_probe.py \
+	tests/cluster/10-jobs.bats \
+	tests/cluster/20-pmix.bats \
+	tests/cluster/30-gres.bats \
+	tests/cluster/40-spank.bats \
+	tests/cluster/45-placement.bats \
+	tests/cluster/50-health.bats \
+	tests/cluster/60-isolation.bats \
+	tests/cluster/70-launch.bats \
+	tests/cluster/72-roles.bats \
+	tests/cluster/75-driver.bats \
+	tests/cluster/76-preflight.bats \
+	tests/cluster/77-driver-daemon.bats \
+	tests/cluster/78-ckpt.bats \
+	tests/cluster/79-check.bats \
+	tests/cluster/80-ckptd.bats \
+	tests/cluster/85-recovery.bats \
+	tests/cluster/86-daemon-launch.bats \
+	tests/cluster/90-failures.bats \
+	tests/faults/faults.bash \
+	tests/faults/10-faults.bats \
+	tests/faults/20-requeue.bats
+
+# Placement benchmark (tests/bench/placement runs it): not part of 'make check'.
+check_PROGRAMS += tests/bench/placement_bench
+tests_bench_placement_bench_SOURCES = tests/bench/placement_bench.c
+tests_bench_placement_bench_LDADD = $(PHX_PLACEMENT_LIBS) $(PHX_FUZZ_LDADD)
+# Checkpoint benchmark (tests/bench/ckpt runs it).
+check_PROGRAMS += tests/bench/ckpt_bench
+tests_bench_ckpt_bench_SOURCES = tests/bench/ckpt_bench.c
+tests_bench_ckpt_bench_LDADD = checkpoint/lib/libphalanx.la $(PHX_NODE_LIBS) $(PHX_FUZZ_LDADD)
+# Simulated agents for the commit benchmark and the cluster test.
+check_PROGRAMS += tests/bench/ckpt_sim
+tests_bench_ckpt_sim_SOURCES = tests/bench/ckpt_sim.c
+tests_bench_ckpt_sim_LDADD = $(PHX_PROTO_LIBS) $(PHX_FUZZ_LDADD)
