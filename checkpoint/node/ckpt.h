@@ -73,11 +73,17 @@ int phx_ckpt_state_parse(const char *s, struct phx_ckpt_state *out);
 long phx_ckpt_common_newest(const struct phx_ckpt_state *s, size_t n, enum phx_ckpt_tier t);
 
 /*
- * Which generations of a tier to delete: of steps[n], every one older than
- * the `keep` newest that are <= committed. Newer ones than committed are
- * in flight and kept. Writes them to drop; returns how many.
+ * Which generations of a tier to delete. Of steps[n] (published[i]: its
+ * manifest is there), only published ones count toward keep: every
+ * published one older than the `keep` newest published that are <=
+ * committed goes, and so does an unpublished one (an aborted save) older
+ * than the newest published. Newer ones than committed are in flight and
+ * stay; so does an aborted save with no published generation after it, so
+ * a run of aborted saves never deletes the only good fallback. Writes them
+ * to drop; returns how many.
  */
-size_t phx_ckpt_gc_pick(const long *steps, size_t n, long committed, unsigned keep, long *drop);
+size_t phx_ckpt_gc_pick(const long *steps, const bool *published, size_t n, long committed,
+			unsigned keep, long *drop);
 
 /* "gen-000000000042": a generation's directory name, and back (-1 when not one). */
 void phx_ckpt_gen_name(long step, char *buf, size_t len);

@@ -135,29 +135,43 @@ long phx_ckpt_common_newest(const struct phx_ckpt_state *s, size_t n, enum phx_c
 	return -1;
 }
 
+struct gc_gen {
+	long step;
+	bool published;
+};
+
 static int by_step_desc(const void *a, const void *b)
 {
-	long x = *(const long *)a, y = *(const long *)b;
+	long x = ((const struct gc_gen *)a)->step, y = ((const struct gc_gen *)b)->step;
 
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
-size_t phx_ckpt_gc_pick(const long *steps, size_t n, long committed, unsigned keep, long *drop)
+size_t phx_ckpt_gc_pick(const long *steps, const bool *published, size_t n, long committed,
+			unsigned keep, long *drop)
 {
-	long *sorted = malloc(n * sizeof(*sorted) + 1);
+	struct gc_gen *sorted = malloc(n * sizeof(*sorted) + 1);
 	size_t kept = 0, nd = 0;
+	bool newer_published = false;
 
 	if (!sorted)
 		return 0;
-	memcpy(sorted, steps, n * sizeof(*sorted));
+	for (size_t i = 0; i < n; i++)
+		sorted[i] = (struct gc_gen){ .step = steps[i], .published = published[i] };
 	qsort(sorted, n, sizeof(*sorted), by_step_desc);
 	for (size_t i = 0; i < n; i++) {
-		if (sorted[i] > committed)
+		if (sorted[i].step > committed)
 			continue;
+		if (!sorted[i].published) {
+			if (newer_published)
+				drop[nd++] = sorted[i].step;
+			continue;
+		}
+		newer_published = true;
 		if (kept < keep)
 			kept++;
 		else
-			drop[nd++] = sorted[i];
+			drop[nd++] = sorted[i].step;
 	}
 	free(sorted);
 	return nd;

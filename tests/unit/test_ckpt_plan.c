@@ -104,20 +104,48 @@ static void test_common_newest(void **state)
 static void test_gc_pick(void **state)
 {
 	const long steps[] = { 5, 40, 10, 30, 20, 50 };
+	const bool all[] = { true, true, true, true, true, false };
 	long drop[6];
 	size_t n;
 
 	(void)state;
 	/* Committed 40, keep 2: 40 and 30 stay, 50 is in flight and stays too. */
-	n = phx_ckpt_gc_pick(steps, 6, 40, 2, drop);
+	n = phx_ckpt_gc_pick(steps, all, 6, 40, 2, drop);
 	assert_int_equal(n, 3);
 	assert_int_equal(drop[0], 20);
 	assert_int_equal(drop[1], 10);
 	assert_int_equal(drop[2], 5);
-	n = phx_ckpt_gc_pick(steps, 6, 50, 6, drop);
+	n = phx_ckpt_gc_pick(steps, all, 6, 50, 6, drop);
 	assert_int_equal(n, 0);
-	n = phx_ckpt_gc_pick(steps, 6, 4, 1, drop);
+	n = phx_ckpt_gc_pick(steps, all, 6, 4, 1, drop);
 	assert_int_equal(n, 0);
+}
+
+/*
+ * Saves 10 and 15 aborted after 5 was published (an agent killed mid-save):
+ * the aborted directories never count toward keep, so 5, the only
+ * generation a restart can use, stays.
+ */
+static void test_gc_pick_aborted(void **state)
+{
+	const long steps[] = { 5, 10, 15 };
+	const bool published[] = { true, false, false };
+	const long later[] = { 5, 10, 15, 20, 25 };
+	const bool later_published[] = { true, false, false, true, true };
+	long drop[5];
+	size_t n;
+
+	(void)state;
+	n = phx_ckpt_gc_pick(steps, published, 3, 15, 2, drop);
+	assert_int_equal(n, 0);
+	n = phx_ckpt_gc_pick(steps, published, 3, 15, 1, drop);
+	assert_int_equal(n, 0);
+	/* Two published after them: 5 goes by keep, the aborted ones as garbage. */
+	n = phx_ckpt_gc_pick(later, later_published, 5, 25, 2, drop);
+	assert_int_equal(n, 3);
+	assert_int_equal(drop[0], 15);
+	assert_int_equal(drop[1], 10);
+	assert_int_equal(drop[2], 5);
 }
 
 static void test_gen_names(void **state)
@@ -178,7 +206,8 @@ static void test_manifest(void **state)
 	assert_int_equal(phx_ckpt_manifest_find(text, 3, &e, err, sizeof(err)), -1);
 	assert_true(err[0] != '\0');
 	free(text);
-	/* A digest algorithm checkpoint/proto/digest.h does not compute: the manifest is refused whole. */
+	/* A digest algorithm checkpoint/proto/digest.h does not compute: the manifest is refused
+	 * whole. */
 	text = manifest("sha256",
 			"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
 	memcpy(strstr(text, "\"sha256\""), "\"crc32c\"", 8);
@@ -220,8 +249,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tiers_due),     cmocka_unit_test(test_state_round_trip),
 		cmocka_unit_test(test_state_refused), cmocka_unit_test(test_common_newest),
-		cmocka_unit_test(test_gc_pick),	      cmocka_unit_test(test_gen_names),
-		cmocka_unit_test(test_manifest),      cmocka_unit_test(test_digests),
+		cmocka_unit_test(test_gc_pick),	      cmocka_unit_test(test_gc_pick_aborted),
+		cmocka_unit_test(test_gen_names),     cmocka_unit_test(test_manifest),
+		cmocka_unit_test(test_digests),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
