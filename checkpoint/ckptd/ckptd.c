@@ -17,7 +17,15 @@
 
 #include <openssl/crypto.h>
 
-#include "checkpoint/ckptd/ckptd.h"
+#include "checkpoint/ckptd/ckptd_admin.h"
+#include "checkpoint/ckptd/ckptd_agent.h"
+#include "checkpoint/ckptd/ckptd_catalog.h"
+#include "checkpoint/ckptd/ckptd_clock.h"
+#include "checkpoint/ckptd/ckptd_conn.h"
+#include "checkpoint/ckptd/ckptd_job.h"
+#include "checkpoint/ckptd/ckptd_journal.h"
+#include "checkpoint/ckptd/ckptd_metrics.h"
+#include "checkpoint/ckptd/ckptd_recovery.h"
 #include "common/conf.h"
 #include "common/log.h"
 
@@ -173,6 +181,8 @@ static int setup(struct ckptd *d, struct phx_conf *conf)
 		phx_error("cannot create state_dir %s: %s", d->state_dir, strerror(errno));
 		return -1;
 	}
+	ckptd_agent_init(d);
+	ckptd_admin_init(d);
 	d->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (d->epfd < 0 || ckptd_catalog_load(d, err, sizeof(err)) < 0 ||
 	    ckptd_listen_tcp(d, o->listen ? o->listen : conf->ckptd.listen, err, sizeof(err)) < 0 ||
@@ -236,7 +246,7 @@ static void teardown(struct ckptd *d)
 	if (d->socket_path[0])
 		unlink(d->socket_path);
 	ckptd_journal_close(&d->journal);
-	ckptd_catalog_free(d);
+	ckptd_jobs_free(d);
 	ckptd_recovery_free(d);
 	OPENSSL_cleanse(&d->key, sizeof(d->key));
 }

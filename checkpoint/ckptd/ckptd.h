@@ -4,6 +4,12 @@
  * connections, the admin socket and the metrics endpoint; the state of
  * jobs and their committed generations lives in memory and in an
  * append-only journal that is replayed on start.
+ *
+ * This header holds the daemon's data; each module's functions are in
+ * its own header. A module calls only modules listed before it: clock,
+ * journal, slurm, job (the job table), conn (sockets and sends), recovery,
+ * catalog (generations and their journal records), agent and admin
+ * (message handlers, registered with conn), metrics, ckptd.c's main.
  */
 #ifndef PHX_CKPTD_H
 #define PHX_CKPTD_H
@@ -15,6 +21,7 @@
 
 #include "checkpoint/ckptd/ckpt_commit.h"
 #include "checkpoint/ckptd/ckpt_interval.h"
+#include "checkpoint/ckptd/ckptd_journal.h"
 #include "checkpoint/proto/ckpt_wire.h"
 #include "checkpoint/ckptd/goodput.h"
 #include "checkpoint/ckptd/recovery_policy.h"
@@ -84,12 +91,6 @@ struct ckptd_job {
 	struct ckptd_job *next;
 };
 
-struct ckptd_journal {
-	int fd;
-	char path[4096];
-	uint64_t bytes, records;
-};
-
 struct ckptd_metrics {
 	uint64_t saves, saved_bytes, stall_us_sum;
 	uint64_t persists, persist_bytes, persist_ms_sum;
@@ -98,8 +99,6 @@ struct ckptd_metrics {
 	double commit_s_sum;
 	uint64_t commit_le[8]; /* cumulative histogram of commit latency */
 };
-
-extern const double ckptd_commit_buckets[8];
 
 /* One node's fault history across jobs (recovery_policy.h). */
 struct ckptd_node {
@@ -113,6 +112,16 @@ struct ckptd_recovery_metrics {
 	double detect_s_sum, queue_s_sum;
 	uint64_t queue_n;
 };
+
+struct ckptd;
+
+/*
+ * A connection's messages go to the handler of the role its hello named
+ * (an admin's, on the admin socket, to the admin handler from the start);
+ * the handlers register at start-up (ckptd_conn_handle).
+ */
+typedef void (*ckptd_msg_fn)(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg *m);
+#define CKPTD_ROLES (PHX_ROLE_DRIVER + 1) /* indexed by enum phx_wire_role */
 
 struct ckptd_opts {
 	const char *conf_path;
@@ -135,6 +144,7 @@ struct ckptd {
 	unsigned agents, admins;
 	struct ckptd_conn *dead; /* closed after the current batch of events */
 	struct ckptd_conn *conns; /* every open connection */
+	ckptd_msg_fn handlers[CKPTD_ROLES];
 	double accept_paused_until; /* out of descriptors: listeners rest until then */
 	/* Failure statistics for the auto interval. */
 	double node_seconds, last_tick;
@@ -179,121 +189,5 @@ struct ckptd_conn {
 	struct ckptd_conn *next_dead;
 	struct ckptd_conn *prev, *next; /* every open connection */
 };
-
-double ckptd_now(void);
-
-/* ckptd_conn.c */
-int ckptd_listen_tcp(struct ckptd *d, const char *hostport, char *err, size_t errlen);
-int ckptd_listen_unix(struct ckptd *d, const char *path, char *err, size_t errlen);
-void ckptd_accept(struct ckptd *d, int lfd, enum ckptd_conn_kind kind);
-void ckptd_conn_io(struct ckptd *d, struct ckptd_conn *c, uint32_t events);
-/* Queues a message (takes obj) or a ready frame; arms EPOLLOUT as needed. */
-void ckptd_send(struct ckptd *d, struct ckptd_conn *c, struct json_object *obj);
-void ckptd_send_frame(struct ckptd *d, struct ckptd_conn *c, const char *frame, size_t len);
-/* Sends an error message, then closes once it is written (or at once). */
-void ckptd_refuse(struct ckptd *d, struct ckptd_conn *c, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-void ckptd_conn_fail(struct ckptd *d, struct ckptd_conn *c, const char *why);
-void ckptd_reap(struct ckptd *d);
-/* Once a second: closes connections that did not finish the handshake in
- * time, and resumes accepting after a shortage of descriptors. */
-void ckptd_conn_sweep(struct ckptd *d);
-/* Closes every connection (shutdown). */
-void ckptd_conn_close_all(struct ckptd *d);
-
-/* ckptd_agent.c */
-void ckptd_agent_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg *m);
-void ckptd_broadcast(struct ckptd *d, struct ckptd_job *j, struct json_object *obj);
-void ckptd_tick(struct ckptd *d);
-
-/* ckptd_admin.c */
-void ckptd_admin_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg *m);
-
-/* ckptd_catalog.c: jobs and committed generations, through the journal. */
-struct ckptd_job *ckptd_job_find(struct ckptd *d, uint32_t id);
-struct ckptd_job *ckptd_job_get(struct ckptd *d, uint32_t id, uint32_t uid);
-/* Forgets a job that never registered and holds nothing (a refused registration). */
-void ckptd_job_drop_if_empty(struct ckptd *d, struct ckptd_job *j);
-int ckptd_job_register(struct ckptd *d, struct ckptd_job *j, uint32_t nodes, uint32_t world,
-		       const char *layout, const char *interval, char *err, size_t errlen);
-/* Journals the ready generation, then publishes it; 0 or -1 (journal failed: not published). */
-int ckptd_publish(struct ckptd *d, struct ckptd_job *j, uint64_t gen, char *err, size_t errlen);
-const struct ckptd_entry *ckptd_entry_find(const struct ckptd_job *j, uint64_t gen);
-int ckptd_remove(struct ckptd *d, struct ckptd_job *j, uint64_t gen, char *err, size_t errlen);
-int ckptd_note_failure(struct ckptd *d, struct ckptd_job *j);
-int ckptd_catalog_load(struct ckptd *d, char *err, size_t errlen);
-/* Applies one journal record (a ckptd_replay_fn; arg is the daemon). */
-int ckptd_catalog_replay(void *arg, const char *body, size_t len, char *err, size_t errlen);
-void ckptd_catalog_free(struct ckptd *d);
-uint64_t ckptd_interval_for(struct ckptd *d, struct ckptd_job *j, const char **mode,
-			    uint64_t *steps);
-
-/* ckptd_journal.c */
-typedef int (*ckptd_replay_fn)(void *arg, const char *body, size_t len, char *err, size_t errlen);
-/* Replays the records of a journal's bytes; returns the length of the good prefix. */
-size_t ckptd_journal_replay(const unsigned char *data, size_t len, ckptd_replay_fn fn, void *arg,
-			    uint64_t *records, const char *path);
-int ckptd_journal_open(struct ckptd_journal *jr, const char *path, ckptd_replay_fn fn, void *arg,
-		       char *err, size_t errlen);
-int ckptd_journal_append(struct ckptd_journal *jr, const char *body, size_t len, char *err,
-			 size_t errlen);
-/* Writes a fresh journal from the records emit() appends, and swaps it in atomically. */
-typedef int (*ckptd_emit_fn)(void *arg, struct ckptd_journal *out, char *err, size_t errlen);
-int ckptd_journal_compact(struct ckptd_journal *jr, ckptd_emit_fn emit, void *arg, char *err,
-			  size_t errlen);
-/* An append without a sync, for compaction's emit(). */
-int ckptd_journal_put(struct ckptd_journal *jr, const char *body, size_t len, char *err,
-		      size_t errlen);
-void ckptd_journal_close(struct ckptd_journal *jr);
-uint32_t ckptd_crc32(const void *data, size_t len);
-
-/* ckptd_recovery.c: heartbeats, faults, decisions, the goodput ledger. */
-double ckptd_wall(void);
-void ckptd_recovery_registered(struct ckptd *d, struct ckptd_conn *c);
-void ckptd_recovery_heartbeat(struct ckptd *d, struct ckptd_conn *c, uint64_t step);
-/* A recovery event (kind of protocol version 2, or save); 1 if it was one. */
-int ckptd_recovery_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m);
-/* A driver's report ("restart" or "check", naming a node): 0, or -1 when not one. */
-int ckptd_recovery_driver_event(struct ckptd *d, struct ckptd_conn *c,
-				const struct phx_wire_msg *m);
-void ckptd_recovery_commit(struct ckptd *d, struct ckptd_job *j);
-/* Four times a second: lost agents, Slurm polls, pending requeue fixes. */
-void ckptd_recovery_tick(struct ckptd *d);
-struct json_object *ckptd_goodput_json(struct ckptd *d, struct ckptd_job *j);
-struct json_object *ckptd_untrusted_json(struct ckptd *d);
-/* Journal records of recovery: {"op":"recovery", ...}. */
-char *ckptd_recovery_record(const struct ckptd_job *j);
-int ckptd_recovery_replay(struct ckptd *d, struct json_object *o, char *err, size_t errlen);
-void ckptd_recovery_free(struct ckptd *d);
-
-/* ckptd_slurm.c: libslurm calls recovery makes. */
-struct ckptd_sjob {
-	int state; /* JOB_* base state */
-	int completing;
-	uint32_t restarts;
-	double start, eligible; /* realtime */
-	char nodes[1024];
-};
-int ckptd_slurm_job(uint32_t id, struct ckptd_sjob *out, char *err, size_t errlen);
-/* Calls fn for each node of hostlist that Slurm shows DOWN or FAIL. */
-int ckptd_slurm_bad_nodes(const char *hostlist, void (*fn)(void *arg, const char *node), void *arg,
-			  char *err, size_t errlen);
-int ckptd_slurm_node_down(const char *node, const char *reason, char *err, size_t errlen);
-int ckptd_slurm_node_resume(const char *node, char *err, size_t errlen);
-/* The node's reason in Slurm ("" when none), to resume only what Phalanx drained. */
-int ckptd_slurm_node_reason(const char *node, char *out, size_t len, char *err, size_t errlen);
-int ckptd_slurm_requeue(uint32_t id, char *err, size_t errlen);
-/* Pending job: exclude nodes (comma list), eligible now. */
-int ckptd_slurm_fix(uint32_t id, const char *exclude, char *err, size_t errlen);
-/* Sets the job's AdminComment to "phalanx: reason" (seen in scontrol show job). */
-int ckptd_slurm_comment(uint32_t id, const char *reason, char *err, size_t errlen);
-int ckptd_slurm_cancel(uint32_t id, char *err, size_t errlen);
-
-/* ckptd_metrics.c */
-int ckptd_metrics_start(struct ckptd *d, const char *hostport, char *err, size_t errlen);
-void ckptd_metrics_run(struct ckptd *d);
-void ckptd_metrics_stop(struct ckptd *d);
-/* The Prometheus text, malloc'd. */
-char *ckptd_metrics_text(struct ckptd *d);
 
 #endif

@@ -12,7 +12,11 @@
 
 #include <json-c/json.h>
 
-#include "checkpoint/ckptd/ckptd.h"
+#include "checkpoint/ckptd/ckptd_admin.h"
+#include "checkpoint/ckptd/ckptd_catalog.h"
+#include "checkpoint/ckptd/ckptd_conn.h"
+#include "checkpoint/ckptd/ckptd_job.h"
+#include "checkpoint/ckptd/ckptd_recovery.h"
 #include "checkpoint/proto/ckpt_json.h"
 #include "common/log.h"
 
@@ -193,7 +197,7 @@ static void on_goodput(struct ckptd *d, struct ckptd_conn *c, const struct phx_w
 	ckptd_send(d, c, o);
 }
 
-void ckptd_admin_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg *m)
+static void admin_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg *m)
 {
 	switch (m->type) {
 	case PHX_MSG_HELLO: {
@@ -222,4 +226,9 @@ void ckptd_admin_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg 
 	default:
 		ckptd_refuse(d, c, "%s: not an admin message", phx_msg_name(m->type));
 	}
+}
+
+void ckptd_admin_init(struct ckptd *d)
+{
+	ckptd_conn_handle(d, PHX_ROLE_ADMIN, admin_msg);
 }

@@ -12,21 +12,13 @@
 
 #include <json-c/json.h>
 
-#include "checkpoint/ckptd/ckptd.h"
+#include "checkpoint/ckptd/ckptd_agent.h"
+#include "checkpoint/ckptd/ckptd_catalog.h"
+#include "checkpoint/ckptd/ckptd_clock.h"
+#include "checkpoint/ckptd/ckptd_conn.h"
+#include "checkpoint/ckptd/ckptd_job.h"
+#include "checkpoint/ckptd/ckptd_recovery.h"
 #include "common/log.h"
-
-void ckptd_broadcast(struct ckptd *d, struct ckptd_job *j, struct json_object *obj)
-{
-	size_t len;
-	char *frame = phx_wire_frame(obj, &len);
-
-	if (!frame)
-		return;
-	/* Backwards: a failed send takes the agent out only at the reap. */
-	for (size_t i = j->nagents; i-- > 0;)
-		ckptd_send_frame(d, j->agents[i], frame, len);
-	free(frame);
-}
 
 static void on_hello(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
 {
@@ -84,22 +76,6 @@ static void on_auth(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire
 	ckptd_send(d, c, o);
 }
 
-static int attach(struct ckptd_job *j, struct ckptd_conn *c)
-{
-	if (j->nagents == j->capagents) {
-		size_t cap = j->capagents ? 2 * j->capagents : 8;
-		struct ckptd_conn **v = realloc(j->agents, cap * sizeof(*v));
-
-		if (!v)
-			return -1;
-		j->agents = v;
-		j->capagents = cap;
-	}
-	j->agents[j->nagents++] = c;
-	c->job = j;
-	return 0;
-}
-
 static void on_register(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
 {
 	struct ckptd_job *j = ckptd_job_get(d, c->job_id, c->uid);
@@ -113,11 +89,10 @@ static void on_register(struct ckptd *d, struct ckptd_conn *c, const struct phx_
 			ckptd_job_drop_if_empty(d, j);
 		return;
 	}
-	if (attach(j, c) < 0) {
+	if (ckptd_job_attach(d, j, c) < 0) {
 		ckptd_conn_fail(d, c, "out of memory");
 		return;
 	}
-	d->agents++;
 	o = phx_wire_new(PHX_MSG_REGISTERED);
 	json_object_object_add(o, "committed", json_object_new_uint64(j->commit.committed));
 	json_object_object_add(o, "step", json_object_new_uint64(j->commit.committed_step));
@@ -309,12 +284,8 @@ static void on_driver_event(struct ckptd *d, struct ckptd_conn *c, const struct 
 			     m->kind);
 }
 
-void ckptd_agent_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg *m)
+static void agent_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg *m)
 {
-	if (c->order.role == PHX_ROLE_DRIVER && m->type == PHX_MSG_EVENT) {
-		on_driver_event(d, c, m);
-		return;
-	}
 	switch (m->type) {
 	case PHX_MSG_HELLO:
 		on_hello(d, c, m);
@@ -348,12 +319,17 @@ void ckptd_agent_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg 
 	}
 }
 
-/* Once a second: node-seconds observed, for the failure rate. */
-void ckptd_tick(struct ckptd *d)
+/* A driver authenticates as an agent does; its events are its own. */
+static void driver_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg *m)
 {
-	double now = ckptd_now();
+	if (m->type == PHX_MSG_EVENT)
+		on_driver_event(d, c, m);
+	else
+		agent_msg(d, c, m);
+}
 
-	if (d->last_tick > 0)
-		d->node_seconds += (now - d->last_tick) * d->agents;
-	d->last_tick = now;
+void ckptd_agent_init(struct ckptd *d)
+{
+	ckptd_conn_handle(d, PHX_ROLE_AGENT, agent_msg);
+	ckptd_conn_handle(d, PHX_ROLE_DRIVER, driver_msg);
 }

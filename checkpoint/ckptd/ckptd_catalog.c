@@ -17,86 +17,20 @@
 
 #include <json-c/json.h>
 
-#include "checkpoint/ckptd/ckptd.h"
+#include "checkpoint/ckptd/ckptd_catalog.h"
+#include "checkpoint/ckptd/ckptd_clock.h"
+#include "checkpoint/ckptd/ckptd_conn.h"
+#include "checkpoint/ckptd/ckptd_job.h"
+#include "checkpoint/ckptd/ckptd_journal.h"
+#include "checkpoint/ckptd/ckptd_recovery.h"
 #include "checkpoint/proto/ckpt_json.h"
 #include "common/log.h"
 
 const double ckptd_commit_buckets[8] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0 };
 
-static size_t bucket(uint32_t id)
-{
-	return (id * 2654435761u) % CKPTD_JOB_BUCKETS;
-}
-
-struct ckptd_job *ckptd_job_find(struct ckptd *d, uint32_t id)
-{
-	for (struct ckptd_job *j = d->jobs[bucket(id)]; j; j = j->next)
-		if (j->id == id)
-			return j;
-	return NULL;
-}
-
-struct ckptd_job *ckptd_job_get(struct ckptd *d, uint32_t id, uint32_t uid)
-{
-	struct ckptd_job *j = ckptd_job_find(d, id);
-
-	if (j)
-		return j;
-	j = calloc(1, sizeof(*j));
-	if (!j)
-		return NULL;
-	j->id = id;
-	j->uid = uid;
-	j->next = d->jobs[bucket(id)];
-	d->jobs[bucket(id)] = j;
-	d->njobs++;
-	return j;
-}
-
 static void entry_free(struct ckptd_entry *e)
 {
 	free(e->text);
-}
-
-static void job_free(struct ckptd_job *j)
-{
-	for (size_t i = 0; i < j->ngens; i++)
-		entry_free(&j->gens[i]);
-	free(j->gens);
-	free(j->agents);
-	free(j->r.members);
-	if (j->registered)
-		phx_commit_job_free(&j->commit);
-	free(j);
-}
-
-static void job_forget(struct ckptd *d, struct ckptd_job *gone)
-{
-	for (struct ckptd_job **p = &d->jobs[bucket(gone->id)]; *p; p = &(*p)->next)
-		if (*p == gone) {
-			*p = gone->next;
-			d->njobs--;
-			job_free(gone);
-			return;
-		}
-}
-
-void ckptd_job_drop_if_empty(struct ckptd *d, struct ckptd_job *j)
-{
-	if (!j->registered && !j->ngens && !j->nagents && !j->r.on)
-		job_forget(d, j);
-}
-
-void ckptd_catalog_free(struct ckptd *d)
-{
-	for (size_t b = 0; b < CKPTD_JOB_BUCKETS; b++)
-		while (d->jobs[b]) {
-			struct ckptd_job *j = d->jobs[b];
-
-			d->jobs[b] = j->next;
-			job_free(j);
-		}
-	d->njobs = 0;
 }
 
 const struct ckptd_entry *ckptd_entry_find(const struct ckptd_job *j, uint64_t gen)
@@ -352,7 +286,7 @@ int ckptd_remove(struct ckptd *d, struct ckptd_job *j, uint64_t gen, char *err, 
 	if (gen)
 		entry_remove(j, gen);
 	else
-		job_forget(d, j);
+		ckptd_job_forget(d, j);
 	return 0;
 }
 
@@ -375,6 +309,15 @@ int ckptd_note_failure(struct ckptd *d, struct ckptd_job *j)
 		return -1;
 	}
 	return 0;
+}
+
+void ckptd_tick(struct ckptd *d)
+{
+	double now = ckptd_now();
+
+	if (d->last_tick > 0)
+		d->node_seconds += (now - d->last_tick) * d->agents;
+	d->last_tick = now;
 }
 
 uint64_t ckptd_interval_for(struct ckptd *d, struct ckptd_job *j, const char **mode,
@@ -491,7 +434,7 @@ static int replay_rm(struct ckptd *d, struct json_object *o, char *err, size_t e
 	if (j && gen)
 		entry_remove(j, gen);
 	else if (j)
-		job_forget(d, j);
+		ckptd_job_forget(d, j);
 	return 0;
 }
 

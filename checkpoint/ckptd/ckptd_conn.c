@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Sockets of phalanx-ckptd: listeners, accepted connections, framed I/O. */
+/*
+ * Sockets of phalanx-ckptd: listeners, accepted connections, framed I/O.
+ * What a message means is the handlers' business: they register by the
+ * role of the peer (agent, driver, admin), and dispatch() calls them.
+ */
 #include "config.h"
 
 #include <errno.h>
@@ -13,7 +17,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -21,15 +24,14 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
-#include "checkpoint/ckptd/ckptd.h"
+#include "checkpoint/ckptd/ckptd_clock.h"
+#include "checkpoint/ckptd/ckptd_conn.h"
+#include "checkpoint/ckptd/ckptd_job.h"
 #include "common/log.h"
 
-double ckptd_now(void)
+void ckptd_conn_handle(struct ckptd *d, enum phx_wire_role role, ckptd_msg_fn fn)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	d->handlers[role] = fn;
 }
 
 static int split_hostport(const char *hp, char *host, size_t hlen, char *port, size_t plen)
@@ -297,6 +299,19 @@ void ckptd_send(struct ckptd *d, struct ckptd_conn *c, struct json_object *obj)
 	free(frame);
 }
 
+void ckptd_broadcast(struct ckptd *d, struct ckptd_job *j, struct json_object *obj)
+{
+	size_t len;
+	char *frame = phx_wire_frame(obj, &len);
+
+	if (!frame)
+		return;
+	/* Backwards: a failed send takes the agent out only at the reap. */
+	for (size_t i = j->nagents; i-- > 0;)
+		ckptd_send_frame(d, j->agents[i], frame, len);
+	free(frame);
+}
+
 void ckptd_conn_fail(struct ckptd *d, struct ckptd_conn *c, const char *why)
 {
 	if (c->dead)
@@ -325,34 +340,13 @@ void ckptd_refuse(struct ckptd *d, struct ckptd_conn *c, const char *fmt, ...)
 	ckptd_conn_fail(d, c, reason);
 }
 
-static void detach(struct ckptd *d, struct ckptd_conn *c)
-{
-	struct ckptd_job *j = c->job;
-
-	if (!j)
-		return;
-	if (c->order.role == PHX_ROLE_DRIVER) {
-		j->drivers--;
-		c->job = NULL;
-		ckptd_job_drop_if_empty(d, j);
-		return;
-	}
-	for (size_t i = 0; i < j->nagents; i++)
-		if (j->agents[i] == c) {
-			j->agents[i] = j->agents[--j->nagents];
-			break;
-		}
-	d->agents--;
-	c->job = NULL;
-}
-
 void ckptd_reap(struct ckptd *d)
 {
 	while (d->dead) {
 		struct ckptd_conn *c = d->dead;
 
 		d->dead = c->next_dead;
-		detach(d, c);
+		ckptd_job_detach(d, c);
 		if (c->kind == CKPTD_ADMIN)
 			d->admins--;
 		if (c->prev)
@@ -369,9 +363,20 @@ void ckptd_reap(struct ckptd *d)
 	}
 }
 
+/* The admin socket's peers are admins from the start; a TCP peer is what its hello said. */
+static ckptd_msg_fn handler_of(const struct ckptd *d, const struct ckptd_conn *c)
+{
+	if (c->kind == CKPTD_ADMIN)
+		return d->handlers[PHX_ROLE_ADMIN];
+	if (c->order.role == PHX_ROLE_DRIVER)
+		return d->handlers[PHX_ROLE_DRIVER];
+	return d->handlers[PHX_ROLE_AGENT];
+}
+
 static void dispatch(struct ckptd *d, struct ckptd_conn *c, const char *body, size_t len)
 {
 	struct phx_wire_msg m;
+	ckptd_msg_fn handler;
 	char err[512];
 
 	if (phx_wire_decode(body, len, PHX_SIDE_DAEMON, &m, err, sizeof(err)) < 0 ||
@@ -379,14 +384,16 @@ static void dispatch(struct ckptd *d, struct ckptd_conn *c, const char *body, si
 		ckptd_refuse(d, c, "%s", err);
 		return;
 	}
+	handler = handler_of(d, c);
 	if (m.type == PHX_MSG_HELLO && (m.role == PHX_ROLE_ADMIN) != (c->kind == CKPTD_ADMIN))
 		ckptd_refuse(d, c, "hello: role %s on the %s socket",
 			     m.role == PHX_ROLE_ADMIN ? "admin" : "agent",
 			     c->kind == CKPTD_ADMIN ? "admin" : "agent");
-	else if (c->kind == CKPTD_ADMIN)
-		ckptd_admin_msg(d, c, &m);
+	else if (!handler)
+		ckptd_refuse(d, c, "%s: no handler for %s connections", phx_msg_name(m.type),
+			     c->kind == CKPTD_ADMIN ? "admin" : "agent");
 	else
-		ckptd_agent_msg(d, c, &m);
+		handler(d, c, &m);
 	phx_wire_msg_free(&m);
 }
 

@@ -17,7 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "checkpoint/ckptd/ckptd.h"
+#include "checkpoint/ckptd/ckptd_journal.h"
+#include "checkpoint/proto/ckpt_manifest.h"
 #include "common/file.h"
 #include "common/log.h"
 

@@ -17,7 +17,9 @@
 
 #include <microhttpd.h>
 
-#include "checkpoint/ckptd/ckptd.h"
+#include "checkpoint/ckptd/ckptd_catalog.h"
+#include "checkpoint/ckptd/ckptd_clock.h"
+#include "checkpoint/ckptd/ckptd_metrics.h"
 #include "common/log.h"
 
 struct buf {

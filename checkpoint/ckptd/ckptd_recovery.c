@@ -12,26 +12,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
 #include <slurm/slurm.h>
 
-#include "checkpoint/ckptd/ckptd.h"
+#include "checkpoint/ckptd/ckptd_clock.h"
+#include "checkpoint/ckptd/ckptd_job.h"
+#include "checkpoint/ckptd/ckptd_journal.h"
+#include "checkpoint/ckptd/ckptd_recovery.h"
+#include "checkpoint/ckptd/ckptd_slurm.h"
 #include "checkpoint/proto/ckpt_json.h"
 #include "common/drain.h"
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "common/requeue.h"
-
-double ckptd_wall(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ------------------------------------------------------------------ members, nodes */
 

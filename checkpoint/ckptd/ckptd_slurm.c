@@ -20,7 +20,8 @@
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
-#include "checkpoint/ckptd/ckptd.h"
+#include "checkpoint/ckptd/ckptd_slurm.h"
+#include "checkpoint/ckptd/recovery_policy.h"
 #include "common/log.h"
 
 static int fail(char *err, size_t errlen, const char *what)

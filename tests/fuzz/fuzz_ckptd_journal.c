@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint/ckptd/ckptd.h"
+#include "checkpoint/ckptd/ckptd_catalog.h"
+#include "checkpoint/ckptd/ckptd_job.h"
+#include "checkpoint/ckptd/ckptd_journal.h"
 #include "common/log.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -39,6 +41,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (j->ngens && j->commit.committed < j->gens[j->ngens - 1].gen)
 				abort();
 		}
-	ckptd_catalog_free(&d);
+	ckptd_jobs_free(&d);
 	return 0;
 }

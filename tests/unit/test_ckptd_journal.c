@@ -20,7 +20,10 @@
 
 #include <cmocka.h>
 
-#include "checkpoint/ckptd/ckptd.h"
+#include "checkpoint/ckptd/ckptd_catalog.h"
+#include "checkpoint/ckptd/ckptd_job.h"
+#include "checkpoint/ckptd/ckptd_journal.h"
+#include "checkpoint/ckptd/ckptd_recovery.h"
 #include "tests/unit/scratch.h"
 
 #define SHA_A "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -133,7 +136,7 @@ static struct ckptd *daemon_at(const char *sub, int keep)
 static void daemon_free(struct ckptd *d)
 {
 	ckptd_journal_close(&d->journal);
-	ckptd_catalog_free(d);
+	ckptd_jobs_free(d);
 	free(d);
 }
 

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Recovery in phalanx-ckptd: heartbeats, faults, decisions, the goodput ledger. */
+#ifndef PHX_CKPTD_RECOVERY_H
+#define PHX_CKPTD_RECOVERY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "checkpoint/ckptd/ckptd.h"
+
+struct json_object;
+
+void ckptd_recovery_registered(struct ckptd *d, struct ckptd_conn *c);
+void ckptd_recovery_heartbeat(struct ckptd *d, struct ckptd_conn *c, uint64_t step);
+/* A recovery event (kind of protocol version 2, or save); 1 if it was one. */
+int ckptd_recovery_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m);
+/* A driver's report ("restart" or "check", naming a node): 0, or -1 when not one. */
+int ckptd_recovery_driver_event(struct ckptd *d, struct ckptd_conn *c,
+				const struct phx_wire_msg *m);
+void ckptd_recovery_commit(struct ckptd *d, struct ckptd_job *j);
+/* Four times a second: lost agents, Slurm polls, pending requeue fixes. */
+void ckptd_recovery_tick(struct ckptd *d);
+struct json_object *ckptd_goodput_json(struct ckptd *d, struct ckptd_job *j);
+struct json_object *ckptd_untrusted_json(struct ckptd *d);
+/* Journal records of recovery: {"op":"recovery", ...}. */
+char *ckptd_recovery_record(const struct ckptd_job *j);
+int ckptd_recovery_replay(struct ckptd *d, struct json_object *o, char *err, size_t errlen);
+void ckptd_recovery_free(struct ckptd *d);
+
+#endif
