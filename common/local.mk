@@ -1,12 +1,13 @@
 # common/: only what several parts share: logging, files and run directories,
-# YAML and the configuration, host lists, tokens, GPU lists, the Slurm glue
-# (draining a node, planning a requeue), saturating arithmetic.
+# YAML and the configuration, host lists, hex text, tokens, GPU lists, the
+# Slurm glue (draining a node, planning a requeue), saturating arithmetic.
 noinst_LTLIBRARIES += common/libphxcommon.la
 common_libphxcommon_la_SOURCES = \
 	common/log.c common/log.h \
 	common/file.c common/file.h \
 	common/rundir.c common/rundir.h \
 	common/hostlist.c common/hostlist.h \
+	common/hex.c common/hex.h \
 	common/token.c common/token.h \
 	common/yaml.c common/yaml.h \
 	common/conf.c common/conf.h \

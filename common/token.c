@@ -14,29 +14,8 @@
 #include <openssl/rand.h>
 
 #include "common/file.h"
+#include "common/hex.h"
 #include "common/token.h"
-
-static const char hexdigits[] = "0123456789abcdef";
-
-static void to_hex(const unsigned char *in, size_t n, char *out)
-{
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hexdigits[in[i] >> 4];
-		out[2 * i + 1] = hexdigits[in[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
-static int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 int phx_key_generate(struct phx_key *key)
 {
@@ -45,7 +24,7 @@ int phx_key_generate(struct phx_key *key)
 
 void phx_key_format(const struct phx_key *key, char out[2 * PHX_KEY_BYTES + 2])
 {
-	to_hex(key->bytes, sizeof(key->bytes), out);
+	phx_hex_encode(key->bytes, sizeof(key->bytes), out);
 	out[2 * PHX_KEY_BYTES] = '\n';
 	out[2 * PHX_KEY_BYTES + 1] = '\0';
 }
@@ -105,7 +84,7 @@ int phx_key_load(const char *path, uid_t owner_uid, struct phx_key *key, char *e
 		goto out;
 	}
 	for (int i = 0; i < PHX_KEY_BYTES; i++) {
-		int hi = hex_value(buf[2 * i]), lo = hex_value(buf[2 * i + 1]);
+		int hi = phx_hex_digit(buf[2 * i]), lo = phx_hex_digit(buf[2 * i + 1]);
 
 		if (hi < 0 || lo < 0) {
 			snprintf(err, errlen, "key file %s holds a non-hex character at offset %d",
@@ -156,7 +135,7 @@ int phx_token_mint(const struct phx_key *key, uint32_t job_id, uint32_t uid,
 		  mac, &mac_len) ||
 	    mac_len * 2 != PHX_TOKEN_HEX_LEN)
 		return -1;
-	to_hex(mac, mac_len, out);
+	phx_hex_encode(mac, mac_len, out);
 	OPENSSL_cleanse(mac, sizeof(mac));
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hex.h"
 #include "launcher/driver/driver.h"
 
 #define RESULT_VERSION "1"
@@ -47,17 +48,6 @@ static void encode(const char *s, size_t max, char *out, size_t len)
 		out[o] = '\0';
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 /* Decodes s[0..n) into out (len bytes with the NUL); -1 when malformed or too long. */
 static int decode(const char *s, size_t n, char *out, size_t len)
 {
@@ -70,8 +60,8 @@ static int decode(const char *s, size_t n, char *out, size_t len)
 		if (c == '%') {
 			if (i + 2 >= n)
 				return -1;
-			hi = hexval(s[i + 1]);
-			lo = hexval(s[i + 2]);
+			hi = phx_hex_digit(s[i + 1]);
+			lo = phx_hex_digit(s[i + 2]);
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
 				return -1;
 			c = (char)(hi << 4 | lo);

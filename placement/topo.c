@@ -12,6 +12,7 @@
 #include <json-c/json.h>
 
 #include "common/file.h"
+#include "common/hex.h"
 #include "placement/topo.h"
 
 #define PCI_VENDOR_NVIDIA 0x10de
@@ -817,11 +818,6 @@ static bool ends_with(const char *s, size_t n, const char *suffix)
 	return n >= k && !memcmp(s + n - k, suffix, k);
 }
 
-static bool is_hex(char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
 /* A bitmap word, 0x and 1 to 8 hex digits: its length, or 0 when there is none. */
 static size_t hex_word(const char *v, const char *end)
 {
@@ -829,7 +825,7 @@ static size_t hex_word(const char *v, const char *end)
 
 	if (end - v < 3 || v[0] != '0' || (v[1] != 'x' && v[1] != 'X'))
 		return 0;
-	while (p < end && is_hex(*p) && p - v < 10)
+	while (p < end && phx_hex_digit(*p) >= 0 && p - v < 10)
 		p++;
 	return p - v > 2 ? (size_t)(p - v) : 0;
 }

@@ -16,25 +16,9 @@
 
 #include "checkpoint/proto/ckpt_manifest.h"
 #include "checkpoint/proto/digest.h"
+#include "common/hex.h"
 #include "common/log.h"
 #include "checkpoint/node/ckpt.h"
-
-static int hex_decode(const char *s, unsigned char *out, size_t n)
-{
-	if (strlen(s) != 2 * n)
-		return -1;
-	for (size_t i = 0; i < 2 * n; i++) {
-		char ch = s[i];
-		int v = ch >= '0' && ch <= '9'	 ? ch - '0'
-			: ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-						 : -1;
-
-		if (v < 0)
-			return -1;
-		out[i / 2] = (unsigned char)(i % 2 ? (out[i / 2] << 4) | v : v);
-	}
-	return 0;
-}
 
 int phx_ckpt_manifest_find(const char *json, unsigned long rank, struct phx_ckpt_entry *out,
 			   char *err, size_t errlen)
@@ -54,7 +38,8 @@ int phx_ckpt_manifest_find(const char *json, unsigned long rank, struct phx_ckpt
 	}
 	s = &m.shards[rank];
 	if (phx_digest_parse(s->digest.alg, &algo) < 0 ||
-	    hex_decode(s->digest.hex, out->digest, phx_digest_len(algo)) < 0) {
+	    phx_hex_decode(s->digest.hex, strlen(s->digest.hex), out->digest,
+			   phx_digest_len(algo)) < 0) {
 		phx_errf(err, errlen, "rank %lu's digest is %s, which this agent cannot check",
 			 rank, s->digest.alg);
 		goto out;
@@ -102,7 +87,6 @@ int phx_ckpt_digests_parse(const char *text, int algo, long *step, struct phx_ck
 	p = end;
 	while (*p == ' ' || *p == ',') {
 		struct phx_ckpt_shard s = { 0 };
-		char hex[PHX_DIGEST_HEX_LEN];
 
 		if (*n >= max || p[1] < '0' || p[1] > '9' || (p[1] == '0' && p[2] != ':'))
 			return -1;
@@ -112,11 +96,8 @@ int phx_ckpt_digests_parse(const char *text, int algo, long *step, struct phx_ck
 		    (end[1] == '0' && end[2] != ':'))
 			return -1;
 		s.bytes = strtoull(end + 1, &end, 10);
-		if (errno || *end != ':' || strspn(end + 1, "0123456789abcdef") != hexlen)
-			return -1;
-		memcpy(hex, end + 1, hexlen);
-		hex[hexlen] = '\0';
-		if (hex_decode(hex, s.digest, hexlen / 2) < 0)
+		if (errno || *end != ':' || strspn(end + 1, PHX_HEX_LOWER) != hexlen ||
+		    phx_hex_decode(end + 1, hexlen, s.digest, hexlen / 2) < 0)
 			return -1;
 		out[(*n)++] = s;
 		p = end + 1 + hexlen;

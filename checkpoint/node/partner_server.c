@@ -20,6 +20,7 @@
 
 #include "checkpoint/node/partner_server.h"
 #include "common/file.h"
+#include "common/hex.h"
 #include "common/log.h"
 #include "common/token.h"
 
@@ -31,7 +32,7 @@ int phx_partner_secret_from_token(const char *token_hex, uint8_t secret[PHX_PART
 	unsigned len = 0;
 
 	if (!token_hex || strlen(token_hex) != PHX_TOKEN_HEX_LEN ||
-	    strspn(token_hex, "0123456789abcdef") != PHX_TOKEN_HEX_LEN)
+	    strspn(token_hex, PHX_HEX_LOWER) != PHX_TOKEN_HEX_LEN)
 		return -1;
 	if (!HMAC(EVP_sha256(), token_hex, PHX_TOKEN_HEX_LEN, (const unsigned char *)label,
 		  sizeof(label) - 1, secret, &len))

@@ -12,6 +12,7 @@
 #include "checkpoint/proto/ckpt_json.h"
 #include "checkpoint/proto/ckpt_manifest.h"
 #include "common/file.h"
+#include "common/hex.h"
 #include "checkpoint/proto/digest.h"
 #include "common/log.h"
 
@@ -43,7 +44,7 @@ static int text_ok(const char *s, size_t max)
 int phx_manifest_digest_check(const char *alg, const char *hex, char *err, size_t errlen)
 {
 	enum phx_digest_algo algo;
-	size_t n = strlen(hex), want;
+	size_t n = strlen(hex), bad, want;
 
 	/* The names checkpoint/proto/digest.h computes, and nothing else: a shard is checked by them. */
 	if (!name_ok(alg, PHX_MANIFEST_NAME_MAX) || phx_digest_parse(alg, &algo) < 0 ||
@@ -51,11 +52,11 @@ int phx_manifest_digest_check(const char *alg, const char *hex, char *err, size_
 		return phx_errf(err, errlen, "digest algorithm \"%.40s\" is unknown; use %s or %s",
 				alg, phx_digest_name(PHX_DIGEST_XXH3),
 				phx_digest_name(PHX_DIGEST_SHA256));
-	for (size_t i = 0; i < n; i++)
-		if (!((hex[i] >= '0' && hex[i] <= '9') || (hex[i] >= 'a' && hex[i] <= 'f')))
-			return phx_errf(err, errlen,
-					"digest hex holds '%c' at offset %zu; lower-case hex only",
-					hex[i], i);
+	bad = strspn(hex, PHX_HEX_LOWER);
+	if (bad < n)
+		return phx_errf(err, errlen,
+				"digest hex holds '%c' at offset %zu; lower-case hex only",
+				hex[bad], bad);
 	want = 2 * phx_digest_len(algo);
 	if (n != want)
 		return phx_errf(err, errlen, "a %s digest has %zu hex characters, not %zu", alg,
@@ -245,7 +246,7 @@ static void sb_u64(struct sbuf *b, uint64_t v)
 /* A JSON string; what the setters let in is printable ASCII, quotes escaped anyway. */
 static void sb_str(struct sbuf *b, const char *s)
 {
-	static const char hex[] = "0123456789abcdef";
+	static const char hex[] = PHX_HEX_LOWER;
 	const char *run = s;
 
 	sb_raw(b, "\"", 1);

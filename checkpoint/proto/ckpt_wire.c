@@ -16,6 +16,7 @@
 
 #include "checkpoint/proto/ckpt_json.h"
 #include "checkpoint/proto/ckpt_wire.h"
+#include "common/hex.h"
 #include "common/log.h"
 
 static const char *const names[PHX_MSG_COUNT] = {
@@ -106,10 +107,9 @@ static int hex(struct ctx *c, const char *key, size_t len, const char **out)
 {
 	if (str(c, key, len, 0, out, 0) < 0)
 		return -1;
-	for (const char *p = *out; *p; p++)
-		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-			return phx_errf(c->err, c->errlen, "%s: \"%s\" must be lower-case hex",
-					c->what, key);
+	if ((*out)[strspn(*out, PHX_HEX_LOWER)])
+		return phx_errf(c->err, c->errlen, "%s: \"%s\" must be lower-case hex", c->what,
+				key);
 	if (strlen(*out) != len)
 		return phx_errf(c->err, c->errlen, "%s: \"%s\" must hold %zu hex characters",
 				c->what, key, len);
@@ -895,24 +895,13 @@ struct json_object *phx_wire_prepare(uint64_t gen, uint64_t step,
 
 /* ------------------------------------------------------------------ auth */
 
-static void to_hex(const unsigned char *in, size_t n, char *out)
-{
-	static const char digits[] = "0123456789abcdef";
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = digits[in[i] >> 4];
-		out[2 * i + 1] = digits[in[i] & 15];
-	}
-	out[2 * n] = '\0';
-}
-
 int phx_wire_nonce(char out[PHX_WIRE_NONCE_HEX + 1])
 {
 	unsigned char raw[PHX_WIRE_NONCE_HEX / 2];
 
 	if (RAND_bytes(raw, sizeof(raw)) != 1)
 		return -1;
-	to_hex(raw, sizeof(raw), out);
+	phx_hex_encode(raw, sizeof(raw), out);
 	return 0;
 }
 
@@ -932,7 +921,7 @@ int phx_wire_auth_mac(const char *token, const char *nonce, uint32_t job, uint32
 		  &mac_len) ||
 	    mac_len * 2 != PHX_WIRE_MAC_HEX)
 		return -1;
-	to_hex(mac, mac_len, out);
+	phx_hex_encode(mac, mac_len, out);
 	OPENSSL_cleanse(mac, sizeof(mac));
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "checkpoint/proto/digest.h"
+#include "common/hex.h"
 
 const char *phx_digest_name(enum phx_digest_algo algo)
 {
@@ -253,12 +254,5 @@ static int run_pool(struct pool *pp, unsigned nthreads, uint8_t out[PHX_DIGEST_M
 
 void phx_digest_hex(enum phx_digest_algo algo, const uint8_t *d, char *out)
 {
-	static const char hex[] = "0123456789abcdef";
-	size_t n = phx_digest_len(algo);
-
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hex[d[i] >> 4];
-		out[2 * i + 1] = hex[d[i] & 15];
-	}
-	out[2 * n] = '\0';
+	phx_hex_encode(d, phx_digest_len(algo), out);
 }

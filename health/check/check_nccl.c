@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "common/hex.h"
 #include "common/log.h"
 #include "health/check/check.h"
 
@@ -66,22 +67,7 @@ int phx_nccl_id(char *hex, size_t len, char *err, size_t errlen)
 		return phx_errf(err, errlen, "ncclGetUniqueId: %s", ncclGetErrorString(rc));
 	if (len < 2 * sizeof(id.internal) + 1)
 		return phx_errf(err, errlen, "NCCL id buffer too small");
-	for (size_t i = 0; i < sizeof(id.internal); i++)
-		snprintf(hex + 2 * i, 3, "%02x", (unsigned char)id.internal[i]);
-	return 0;
-}
-
-static int id_from_hex(const char *hex, ncclUniqueId *id)
-{
-	if (strlen(hex) != 2 * sizeof(id->internal))
-		return -1;
-	for (size_t i = 0; i < sizeof(id->internal); i++) {
-		unsigned v;
-
-		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
-			return -1;
-		id->internal[i] = (char)v;
-	}
+	phx_hex_encode(id.internal, sizeof(id.internal), hex);
 	return 0;
 }
 
@@ -231,7 +217,8 @@ void phx_nccl_run(const struct phx_nccl_pair *pair, struct phx_check_link *link)
 	int rc;
 
 	link->status = PHX_LINK_OK;
-	if (pair->ngpus < 1 || pair->ngpus > MAX_GPUS || id_from_hex(pair->id_hex, &id) < 0) {
+	if (pair->ngpus < 1 || pair->ngpus > MAX_GPUS ||
+	    phx_hex_decode(pair->id_hex, strlen(pair->id_hex), id.internal, sizeof(id.internal))) {
 		link_fail(&r, PHX_LINK_ERROR, "bad pair: %d GPUs or a malformed NCCL id",
 			  pair->ngpus);
 		return;
