@@ -22,6 +22,7 @@
 #include "checkpoint/proto/ckpt_manifest.h"
 #include "checkpoint/proto/ckpt_wire.h"
 #include "common/conf.h"
+#include "common/file.h"
 #include "checkpoint/proto/digest_file.h"
 #include "common/log.h"
 #include "cli/ckptd_request.h"
@@ -39,21 +40,6 @@ struct admin {
 	const char *path;
 };
 
-static int send_all(int fd, const char *p, size_t len)
-{
-	while (len) {
-		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Sends obj and reads the answer; 0 with *m, or -1 having said why. */
 static int roundtrip(struct admin *a, struct json_object *obj, struct phx_wire_msg *m)
 {
@@ -62,7 +48,7 @@ static int roundtrip(struct admin *a, struct json_object *obj, struct phx_wire_m
 	char err[512], *frame = phx_wire_frame(obj, &flen);
 	int rc;
 
-	if (!frame || send_all(a->fd, frame, flen) < 0) {
+	if (!frame || phx_send_all(a->fd, frame, flen) < 0) {
 		free(frame);
 		phx_error("cannot send to phalanx-ckptd at %s: %s", a->path, strerror(errno));
 		return -1;

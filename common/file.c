@@ -8,17 +8,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/file.h"
 
-int phx_write_all(int fd, const void *buf, size_t len)
+/* A shard can be many GiB: a send takes at most this much of it at a time. */
+#define SEND_PIECE (8u << 20)
+
+/* The loop of both: write() when piece is 0, else send() of at most piece bytes. */
+static int put_all(int fd, const void *buf, size_t len, size_t piece)
 {
 	const char *p = buf;
 
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = piece ? send(fd, p, len < piece ? len : piece, MSG_NOSIGNAL)
+				  : write(fd, p, len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -28,6 +34,16 @@ int phx_write_all(int fd, const void *buf, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+int phx_write_all(int fd, const void *buf, size_t len)
+{
+	return put_all(fd, buf, len, 0);
+}
+
+int phx_send_all(int fd, const void *buf, size_t len)
+{
+	return put_all(fd, buf, len, SEND_PIECE);
 }
 
 int phx_file_sync_parent(const char *path)

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Crash-safe file helpers: a reader never sees a half-written file. */
+/*
+ * Crash-safe file helpers: a reader never sees a half-written file; and
+ * whole-buffer writes and sends to a descriptor.
+ */
 #ifndef PHX_FILE_H
 #define PHX_FILE_H
 
@@ -24,6 +27,12 @@ int phx_file_read(const char *path, size_t max_bytes, char **data, size_t *len);
  * -errno (-EIO when the descriptor takes nothing).
  */
 int phx_write_all(int fd, const void *buf, size_t len);
+
+/*
+ * The same on a stream socket, with MSG_NOSIGNAL: a peer that went away is
+ * -EPIPE, not a SIGPIPE. Sends in pieces of at most 8 MiB.
+ */
+int phx_send_all(int fd, const void *buf, size_t len);
 
 /* fsync of the directory holding path, so a rename in it is durable. */
 int phx_file_sync_parent(const char *path);

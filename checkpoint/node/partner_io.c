@@ -12,25 +12,9 @@
 #include <unistd.h>
 
 #include "checkpoint/node/partner_io.h"
+#include "common/file.h"
 
 #define IO_PIECE (8u << 20)
-
-static int send_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len) {
-		ssize_t n = send(fd, p, len < IO_PIECE ? len : IO_PIECE, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 
 int phx_partner_send(int fd, const struct phx_partner_hdr *h,
 		     const uint8_t secret[PHX_PARTNER_SECRET_BYTES], const void *data)
@@ -40,8 +24,8 @@ int phx_partner_send(int fd, const struct phx_partner_hdr *h,
 
 	if (phx_partner_hdr_encode(h, secret, hdr) < 0)
 		return -EINVAL;
-	rc = send_all(fd, hdr, sizeof(hdr));
-	return rc ? rc : send_all(fd, data, h->bytes);
+	rc = phx_send_all(fd, hdr, sizeof(hdr));
+	return rc ? rc : phx_send_all(fd, data, h->bytes);
 }
 
 /* Bytes read until len or the end of the stream; a negated errno on error. */

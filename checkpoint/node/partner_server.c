@@ -303,16 +303,7 @@ int phx_partner_send_file(int fd, const char *path)
 			rc = -errno;
 			break;
 		}
-		for (ssize_t off = 0; off < n && !rc;) {
-			ssize_t w = send(fd, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
-
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w <= 0)
-				rc = w < 0 ? -errno : -EIO;
-			else
-				off += w;
-		}
+		rc = phx_send_all(fd, buf, (size_t)n);
 		if (rc)
 			break;
 	}
