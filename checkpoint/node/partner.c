@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 
 #include "checkpoint/proto/ckpt_msg.h"
 #include "checkpoint/node/partner.h"
+#include "common/log.h"
 #include "placement/fabric.h"
 
 struct member {
@@ -237,19 +237,6 @@ int phx_partner_hdr_encode(const struct phx_partner_hdr *h,
 	return mac(secret, out, out + OFF_MAC);
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 static int all_zero(const uint8_t *p, size_t n)
 {
 	uint8_t acc = 0;
@@ -264,14 +251,14 @@ static int check_digest(const uint8_t *buf, struct phx_partner_hdr *h, char *err
 	size_t dlen;
 
 	if (buf[6] != PHX_DIGEST_XXH3 && buf[6] != PHX_DIGEST_SHA256)
-		return fail(err, errlen, "unknown digest algorithm %u", buf[6]);
+		return phx_errf(err, errlen, "unknown digest algorithm %u", buf[6]);
 	h->algo = (enum phx_digest_algo)buf[6];
 	dlen = phx_digest_len(h->algo);
 	if (buf[7] != dlen)
-		return fail(err, errlen, "digest length %u, %s has %zu", buf[7],
-			    phx_digest_name(h->algo), dlen);
+		return phx_errf(err, errlen, "digest length %u, %s has %zu", buf[7],
+				phx_digest_name(h->algo), dlen);
 	if (!all_zero(buf + OFF_DIGEST + dlen, OFF_MAC - OFF_DIGEST - dlen))
-		return fail(err, errlen, "reserved bytes are not zero");
+		return phx_errf(err, errlen, "reserved bytes are not zero");
 	memset(h->digest, 0, sizeof(h->digest));
 	memcpy(h->digest, buf + OFF_DIGEST, dlen);
 	return 0;
@@ -281,15 +268,15 @@ static int check_fields(const struct phx_partner_hdr *h, const struct phx_partne
 			char *err, size_t errlen)
 {
 	if (h->job_id != lim->job_id)
-		return fail(err, errlen, "shard of job %u, this agent serves job %u", h->job_id,
-			    lim->job_id);
+		return phx_errf(err, errlen, "shard of job %u, this agent serves job %u", h->job_id,
+				lim->job_id);
 	if (h->rank >= lim->nranks)
-		return fail(err, errlen, "rank %u, the job has %u", h->rank, lim->nranks);
+		return phx_errf(err, errlen, "rank %u, the job has %u", h->rank, lim->nranks);
 	if (h->step > INT64_MAX || h->gen > INT64_MAX)
-		return fail(err, errlen, "step or generation out of range");
+		return phx_errf(err, errlen, "step or generation out of range");
 	if (h->bytes > lim->max_bytes || h->bytes > PHX_CKPT_MAX_BYTES)
-		return fail(err, errlen, "shard of %llu bytes, the limit is %llu",
-			    (unsigned long long)h->bytes, (unsigned long long)lim->max_bytes);
+		return phx_errf(err, errlen, "shard of %llu bytes, the limit is %llu",
+				(unsigned long long)h->bytes, (unsigned long long)lim->max_bytes);
 	return 0;
 }
 
@@ -302,18 +289,18 @@ int phx_partner_hdr_decode(const uint8_t *buf, size_t len,
 
 	err[0] = '\0';
 	if (len != PHX_PARTNER_HDR_BYTES)
-		return fail(err, errlen, "header of %zu bytes, expected %d", len,
-			    PHX_PARTNER_HDR_BYTES);
+		return phx_errf(err, errlen, "header of %zu bytes, expected %d", len,
+				PHX_PARTNER_HDR_BYTES);
 	if (get32(buf) != PHX_PARTNER_MAGIC)
-		return fail(err, errlen, "not a partner copy (bad magic)");
+		return phx_errf(err, errlen, "not a partner copy (bad magic)");
 	if (get16(buf + 4) != PHX_PARTNER_VERSION)
-		return fail(err, errlen, "partner copy version %u, this agent speaks %u",
-			    get16(buf + 4), PHX_PARTNER_VERSION);
+		return phx_errf(err, errlen, "partner copy version %u, this agent speaks %u",
+				get16(buf + 4), PHX_PARTNER_VERSION);
 	if (mac(secret, buf, want) < 0)
-		return fail(err, errlen, "HMAC computation failed");
+		return phx_errf(err, errlen, "HMAC computation failed");
 	if (CRYPTO_memcmp(want, buf + OFF_MAC, sizeof(want)))
-		return fail(err, errlen,
-			    "authentication failed: not signed with this job's secret");
+		return phx_errf(err, errlen,
+				"authentication failed: not signed with this job's secret");
 	memset(h, 0, sizeof(*h));
 	h->job_id = get32(buf + 8);
 	h->rank = get32(buf + 12);

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 
 #include "checkpoint/node/partner_io.h"
 #include "common/file.h"
+#include "common/log.h"
 
 #define IO_PIECE (8u << 20)
 
@@ -49,34 +49,21 @@ static ssize_t recv_all(int fd, void *buf, size_t len)
 	return (ssize_t)got;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 static int map_copy(struct phx_partner_copy *c, char *err, size_t errlen)
 {
 	c->fd = memfd_create("phalanx-partner", MFD_CLOEXEC);
 	if (c->fd < 0)
-		return fail(err, errlen, "memfd_create: %s", strerror(errno));
+		return phx_errf(err, errlen, "memfd_create: %s", strerror(errno));
 	if (ftruncate(c->fd, (off_t)c->hdr.bytes) < 0)
-		return fail(err, errlen, "cannot size a %llu-byte partner copy: %s",
-			    (unsigned long long)c->hdr.bytes, strerror(errno));
+		return phx_errf(err, errlen, "cannot size a %llu-byte partner copy: %s",
+				(unsigned long long)c->hdr.bytes, strerror(errno));
 	if (!c->hdr.bytes)
 		return 0;
 	c->data = mmap(NULL, c->hdr.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
 	if (c->data == MAP_FAILED) {
 		c->data = NULL;
-		return fail(err, errlen, "cannot map a %llu-byte partner copy: %s",
-			    (unsigned long long)c->hdr.bytes, strerror(errno));
+		return phx_errf(err, errlen, "cannot map a %llu-byte partner copy: %s",
+				(unsigned long long)c->hdr.bytes, strerror(errno));
 	}
 	return 0;
 }
@@ -145,19 +132,20 @@ static int read_shard(int fd, struct phx_partner_copy *c, unsigned threads, char
 	int rc = receive_digest(fd, c, threads, d);
 
 	if (rc == -EPIPE)
-		return fail(err, errlen, "rank %u's shard ended before its %llu bytes", c->hdr.rank,
-			    (unsigned long long)c->hdr.bytes);
+		return phx_errf(err, errlen, "rank %u's shard ended before its %llu bytes",
+				c->hdr.rank, (unsigned long long)c->hdr.bytes);
 	if (rc == -EIO)
-		return fail(err, errlen, "cannot digest rank %u's shard", c->hdr.rank);
+		return phx_errf(err, errlen, "cannot digest rank %u's shard", c->hdr.rank);
 	if (rc < 0)
-		return fail(err, errlen, "reading rank %u's shard: %s", c->hdr.rank, strerror(-rc));
+		return phx_errf(err, errlen, "reading rank %u's shard: %s", c->hdr.rank,
+				strerror(-rc));
 	if (!memcmp(d, c->hdr.digest, phx_digest_len(c->hdr.algo)))
 		return 0;
 	phx_digest_hex(c->hdr.algo, c->hdr.digest, want);
 	phx_digest_hex(c->hdr.algo, d, got);
-	return fail(err, errlen, "rank %u step %llu: %s digest %s, the sender announced %s",
-		    c->hdr.rank, (unsigned long long)c->hdr.step, phx_digest_name(c->hdr.algo), got,
-		    want);
+	return phx_errf(err, errlen, "rank %u step %llu: %s digest %s, the sender announced %s",
+			c->hdr.rank, (unsigned long long)c->hdr.step, phx_digest_name(c->hdr.algo),
+			got, want);
 }
 
 int phx_partner_recv(int fd, const uint8_t secret[PHX_PARTNER_SECRET_BYTES],
@@ -174,7 +162,7 @@ int phx_partner_recv(int fd, const uint8_t secret[PHX_PARTNER_SECRET_BYTES],
 	if (n == 0)
 		return 1;
 	if (n < 0)
-		return fail(err, errlen, "reading a partner header: %s", strerror((int)-n));
+		return phx_errf(err, errlen, "reading a partner header: %s", strerror((int)-n));
 	if (phx_partner_hdr_decode(hdr, (size_t)n, secret, lim, &out->hdr, err, errlen) < 0)
 		return -1;
 	if (map_copy(out, err, errlen) < 0 ||
