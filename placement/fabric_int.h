@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Inside the fabric reader: topology.conf and YAML both add declarations to
- * a builder; phx_fabric_build() then turns them into the sorted, checked
+ * a builder; phx_fab_build() then turns them into the sorted, checked
  * struct phx_fabric. Each declaration keeps a "where" prefix so errors found
  * while building still point at the line that caused them.
+ *
+ * The calls go one way: fabric_load.c calls the parsers and the builder,
+ * the parsers (fabric_tconf.c, fabric_yaml.c) call the builder, and the
+ * builder (fabric.c) calls neither.
  */
 #ifndef PHX_FABRIC_INT_H
 #define PHX_FABRIC_INT_H
@@ -48,7 +52,9 @@ int phx_fab_builder_add(struct fab_builder *b, enum fab_decl_kind kind, const ch
 int phx_fab_builder_claim(struct fab_builder *b, bool switches, const char *file, char *err,
 			  size_t errlen);
 int phx_fab_builder_add_source(struct fab_builder *b, const char *name);
+int phx_fab_build(struct fab_builder *b, struct phx_fabric **out, char *err, size_t errlen);
 
+/* The parsers, in fabric_tconf.c and fabric_yaml.c. */
 int phx_fab_parse_tconf(struct fab_builder *b, const char *name, const char *buf, size_t len,
 			char *err, size_t errlen);
 /*
@@ -57,7 +63,5 @@ int phx_fab_parse_tconf(struct fab_builder *b, const char *name, const char *buf
  */
 int phx_fab_parse_yaml(struct fab_builder *b, const char *name, const char *buf, size_t len,
 		       char **topo_path, char *err, size_t errlen);
-
-int phx_fab_build(struct fab_builder *b, struct phx_fabric **out, char *err, size_t errlen);
 
 #endif

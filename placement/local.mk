@@ -5,7 +5,7 @@ noinst_LTLIBRARIES += placement/libphxplacement.la
 placement_libphxplacement_la_SOURCES = \
 	placement/topo.c placement/topo.h \
 	placement/fabric.c placement/fabric.h placement/fabric_int.h \
-	placement/fabric_tconf.c placement/fabric_yaml.c \
+	placement/fabric_tconf.c placement/fabric_yaml.c placement/fabric_load.c \
 	placement/layout.c placement/layout.h \
 	placement/placement.c placement/placement.h placement/placement_int.h \
 	placement/placement_pack.c placement/placement_refine.c placement/placement_cost.c \
