@@ -149,18 +149,27 @@ struct phx_ckpt {
 	struct ck_partner *partner;
 };
 
+/* ckpt_buf.c: a memfd buffer of at least len bytes, mapped. 0 or -1. */
+int ck_buf_alloc(struct phx_ckpt *c, struct ck_buf *b, size_t len);
+void ck_buf_free(struct ck_buf *b);
+
+/* ckpt_dir.c: the directory of a generation in a tier. */
+void ck_gen_dir(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, char *buf, size_t len);
+int ck_mkdir_p(const char *path);
+/*
+ * Generation step of tier t is published (its manifest is there) and,
+ * file not NULL, holds that file.
+ */
+bool ck_published(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, const char *file);
+
 /* ckpt_io.c */
 int ck_io_start(struct phx_ckpt *c);
 void ck_io_stop(struct phx_ckpt *c);
 void ck_io_submit(struct phx_ckpt *c, struct ck_job *j);
 struct ck_job *ck_io_take_done(struct phx_ckpt *c);
-/* The directory of a generation in a tier, and a file in it. */
-void ck_gen_dir(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, char *buf, size_t len);
 /* The JSON manifest of generation g in tier t (malloc'd), or NULL (logged). */
 char *ck_manifest_build(const struct phx_ckpt *c, const struct ck_gen *g, enum phx_ckpt_tier t,
 			char *const *hosts);
-
-int ck_mkdir_p(const char *path);
 
 /*
  * agent_ckpt_partner.c: starts this node's partner server, announces the
@@ -178,15 +187,7 @@ size_t ck_partner_steps(const struct phx_ckpt *c, long max, long *steps, size_t 
 /* rank's shard of step from a received copy into b: 0, or -1 when none. */
 int ck_partner_load(struct phx_ckpt *c, unsigned long rank, long step, struct ck_buf *b);
 
-/*
- * ckpt_restore.c: generation step of tier t is published (its
- * manifest is there) and, file not NULL, holds that file.
- */
-bool ck_published(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, const char *file);
-/* The newest generation <= max whose local shards verify. */
+/* ckpt_restore.c: the newest generation <= max whose local shards verify. */
 long ck_restore_find(struct phx_ckpt *c, long max);
-/* A memfd buffer of at least len bytes, mapped. 0 or -1. */
-int ck_buf_alloc(struct phx_ckpt *c, struct ck_buf *b, size_t len);
-void ck_buf_free(struct ck_buf *b);
 
 #endif

@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint/proto/ckpt_manifest.h"
@@ -25,33 +24,6 @@
 #include "checkpoint/node/ckpt_int.h"
 
 #define WRITE_PIECE (64u << 20)
-
-void ck_gen_dir(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, char *buf, size_t len)
-{
-	char name[32];
-
-	phx_ckpt_gen_name(step, name, sizeof(name));
-	snprintf(buf, len, "%s/%s", c->dir[t], name);
-}
-
-int ck_mkdir_p(const char *path)
-{
-	char tmp[4096];
-
-	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
 
 /*
  * tmp + fsync + rename + fsync of the directory, from memory in large

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <stdbool.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,43 +25,6 @@
 #include "common/file.h"
 #include "common/log.h"
 #include "checkpoint/node/ckpt_int.h"
-
-int ck_buf_alloc(struct phx_ckpt *c, struct ck_buf *b, size_t len)
-{
-	size_t cap = len ? len : 1;
-
-	b->fd = memfd_create("phalanx-shard", MFD_CLOEXEC);
-	if (b->fd < 0)
-		return -1;
-	if (ftruncate(b->fd, (off_t)cap) < 0)
-		goto fail;
-	b->map = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
-	if (b->map == MAP_FAILED) {
-		b->map = NULL;
-		goto fail;
-	}
-	b->cap = cap;
-	b->id = ++c->next_id;
-	b->len = 0;
-	b->state = B_FREE;
-	b->refs = 0;
-	b->digested = false;
-	return 0;
-fail:
-	close(b->fd);
-	b->fd = -1;
-	return -1;
-}
-
-void ck_buf_free(struct ck_buf *b)
-{
-	if (b->map)
-		munmap(b->map, b->cap);
-	if (b->fd >= 0)
-		close(b->fd);
-	memset(b, 0, sizeof(*b));
-	b->fd = -1;
-}
 
 static int pread_piece(void *arg, size_t off, size_t n, uint8_t *dst)
 {
@@ -188,20 +150,6 @@ static int restore_slot(struct phx_ckpt *c, unsigned i, long step)
 			 s->rank, step, phx_ckpt_tier_name((enum phx_ckpt_tier)t), err);
 	}
 	return -1;
-}
-
-bool ck_published(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, const char *file)
-{
-	char dir[4200], path[4600];
-
-	ck_gen_dir(c, t, step, dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/manifest.json", dir);
-	if (access(path, F_OK) < 0)
-		return false;
-	if (!file)
-		return true;
-	snprintf(path, sizeof(path), "%s/%s", dir, file);
-	return access(path, F_OK) == 0;
 }
 
 static size_t list_gens(const struct phx_ckpt *c, long max, long *steps, size_t cap)

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Generation directories of the directory tiers: where a generation lives,
+ * creating it, and whether it is published (its manifest is there).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint/node/ckpt_int.h"
+
+void ck_gen_dir(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, char *buf, size_t len)
+{
+	char name[32];
+
+	phx_ckpt_gen_name(step, name, sizeof(name));
+	snprintf(buf, len, "%s/%s", c->dir[t], name);
+}
+
+int ck_mkdir_p(const char *path)
+{
+	char tmp[4096];
+
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+bool ck_published(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, const char *file)
+{
+	char dir[4200], path[4600];
+
+	ck_gen_dir(c, t, step, dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/manifest.json", dir);
+	if (access(path, F_OK) < 0)
+		return false;
+	if (!file)
+		return true;
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	return access(path, F_OK) == 0;
+}
