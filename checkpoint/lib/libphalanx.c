@@ -45,10 +45,24 @@ const char *phx_strerror(int status)
 /*
  * The agent's heartbeat page, mapped on first use. A plain atomic pointer,
  * not a lock: phx_heartbeat() runs once per training step in a hot loop.
+ * hb_page is atomic too: the checkpoint half reads it from a save thread.
  */
 static _Atomic(struct phx_hb_slot *) hb_slot;
-void *hb_page;
+static _Atomic(void *) hb_page;
 static size_t hb_len;
+
+/* The checkpoint half's finalizer, once it registered it. */
+static _Atomic(void (*)(void)) fini_hook;
+
+const struct phx_hb_header *phx_lib_hb_header(void)
+{
+	return atomic_load_explicit(&hb_page, memory_order_acquire);
+}
+
+void phx_lib_at_finalize(void (*fini)(void))
+{
+	atomic_store_explicit(&fini_hook, fini, memory_order_release);
+}
 
 static int hb_env_number(const char *name, long max, long *out)
 {
@@ -92,8 +106,8 @@ int phx_init(void)
 		munmap(page, (size_t)st.st_size);
 		return PHX_OK;
 	}
-	hb_page = page;
 	hb_len = (size_t)st.st_size;
+	atomic_store_explicit(&hb_page, page, memory_order_release);
 	return PHX_OK;
 }
 
@@ -120,15 +134,16 @@ int phx_heartbeat(long step)
 
 void phx_finalize(void)
 {
+	void (*fini)(void) = atomic_load_explicit(&fini_hook, memory_order_acquire);
 	struct phx_hb_slot *slot;
 
-	phx_ckpt_finalize();
+	if (fini)
+		fini();
 	slot = atomic_exchange(&hb_slot, NULL);
 	if (!slot)
 		return;
 	/* No more progress reports: the agent stops timing this worker for hangs. */
 	atomic_store_explicit(&slot->beat_ns, 0, memory_order_release);
-	munmap(hb_page, hb_len);
-	hb_page = NULL;
+	munmap(atomic_exchange(&hb_page, NULL), hb_len);
 	hb_len = 0;
 }

@@ -117,6 +117,8 @@ static int parse_slot(uint32_t *out)
 	return 0;
 }
 
+static void ckpt_finalize(void);
+
 static int attach(void)
 {
 	const char *path = getenv(PHX_CKPT_ENV_SOCKET);
@@ -126,6 +128,8 @@ static int attach(void)
 
 	if (sock >= 0)
 		return 0;
+	/* Before any state phx_finalize() must undo: it runs the hook first. */
+	phx_lib_at_finalize(ckpt_finalize);
 	if (!path || !*path || strlen(path) >= sizeof(sa.sun_path) || parse_slot(&my_slot) < 0)
 		return -PHX_ENOAGENT;
 	strcpy(sa.sun_path, path);
@@ -150,7 +154,7 @@ static uint64_t save_request(void)
 	const struct phx_hb_header *h;
 
 	phx_init();
-	h = hb_page;
+	h = phx_lib_hb_header();
 	return h ? atomic_load_explicit(&h->save_request, memory_order_acquire) : 0;
 }
 
@@ -318,7 +322,8 @@ out:
 	return rc;
 }
 
-void phx_ckpt_finalize(void)
+/* Closes the agent socket and unmaps the staging buffers; phx_finalize() runs it. */
+static void ckpt_finalize(void)
 {
 	pthread_mutex_lock(&mu);
 	disconnect();
