@@ -24,6 +24,7 @@
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "health/preflight.h"
+#include "cli/cli_args.h"
 #include "cli/commands.h"
 
 #define USAGE                                                                                      \

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * phalanx ckpt ls|verify|rm and phalanx status: requests to phalanx-ckptd
- * over its Unix socket. The daemon decides what the caller may see from
- * the socket's peer credentials; verify reads the shards from here.
+ * over its Unix socket (cli/ckptd_request.c). The daemon decides what the
+ * caller may see from the socket's peer credentials; verify reads the
+ * shards from here.
  */
 #include "config.h"
 
@@ -12,20 +13,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <json-c/json.h>
 
 #include "checkpoint/proto/ckpt_manifest.h"
 #include "checkpoint/proto/ckpt_wire.h"
 #include "common/conf.h"
-#include "common/file.h"
 #include "checkpoint/proto/digest_file.h"
 #include "common/log.h"
 #include "cli/ckptd_request.h"
+#include "cli/cli_args.h"
 #include "cli/commands.h"
 
 static const char ckpt_usage[] =
@@ -33,75 +31,6 @@ static const char ckpt_usage[] =
 	"       phalanx ckpt verify JOB [GEN] [--threads N] [--socket PATH]\n"
 	"       phalanx ckpt rm JOB GEN|all [--socket PATH]\n";
 static const char status_usage[] = "usage: phalanx status [--json] [--socket PATH]\n";
-
-struct admin {
-	int fd;
-	struct phx_wire_reader rd;
-	const char *path;
-};
-
-/* Sends obj and reads the answer; 0 with *m, or -1 having said why. */
-static int roundtrip(struct admin *a, struct json_object *obj, struct phx_wire_msg *m)
-{
-	const char *body;
-	size_t len, flen;
-	char err[512], *frame = phx_wire_frame(obj, &flen);
-	int rc;
-
-	if (!frame || phx_send_all(a->fd, frame, flen) < 0) {
-		free(frame);
-		phx_error("cannot send to phalanx-ckptd at %s: %s", a->path, strerror(errno));
-		return -1;
-	}
-	free(frame);
-	while ((rc = phx_wire_reader_next(&a->rd, &body, &len, err, sizeof(err))) == 0) {
-		ssize_t n = phx_wire_reader_read(&a->rd, a->fd);
-
-		if (n <= 0) {
-			phx_error("phalanx-ckptd at %s closed the connection%s%s", a->path,
-				  n < 0 ? ": " : "", n < 0 ? strerror((int)-n) : "");
-			return -1;
-		}
-	}
-	if (rc < 0 || phx_wire_decode(body, len, PHX_SIDE_CLIENT, m, err, sizeof(err)) < 0) {
-		phx_error("phalanx-ckptd sent a bad answer: %s", err);
-		return -1;
-	}
-	if (m->type == PHX_MSG_ERROR) {
-		phx_error("phalanx-ckptd: %s", m->reason);
-		phx_wire_msg_free(m);
-		return -1;
-	}
-	return 0;
-}
-
-static int admin_open(struct admin *a, const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct phx_wire_msg m;
-
-	a->path = path;
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	a->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (a->fd < 0 || connect(a->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		phx_error("cannot reach phalanx-ckptd at %s: %s; is it running (systemctl status "
-			  "phalanx-ckptd), and is ckptd.socket right?",
-			  path, strerror(errno));
-		return -1;
-	}
-	phx_wire_reader_init(&a->rd, PHX_WIRE_MAX_FRAME);
-	if (roundtrip(a, phx_wire_hello_admin(), &m) < 0)
-		return -1;
-	phx_wire_msg_free(&m);
-	return 0;
-}
-
-static void admin_close(struct admin *a)
-{
-	if (a->fd >= 0)
-		close(a->fd);
-	phx_wire_reader_free(&a->rd);
-}
 
 static int parse_u64(const char *s, uint64_t min, uint64_t *out)
 {
@@ -114,18 +43,6 @@ static int parse_u64(const char *s, uint64_t min, uint64_t *out)
 		return -1;
 	*out = v;
 	return 0;
-}
-
-static const char *default_socket(struct phx_conf *conf)
-{
-	char err[512];
-
-	if (access(PHX_CONF_DEFAULT_PATH, F_OK) == 0 &&
-	    phx_conf_load_file(PHX_CONF_DEFAULT_PATH, conf, err, sizeof(err)) == 0)
-		return conf->ckptd.socket;
-	if (phx_conf_defaults(conf) < 0)
-		return "/run/phalanx/ckptd.sock";
-	return conf->ckptd.socket;
 }
 
 /* ------------------------------------------------------------------ ls */
@@ -141,7 +58,7 @@ static void print_when(uint64_t t, char *buf, size_t len)
 		snprintf(buf, len, "?");
 }
 
-static int do_ls(struct admin *a, uint64_t job, int json)
+static int do_ls(struct phx_ckptd_admin *a, uint64_t job, int json)
 {
 	struct json_object *o = phx_wire_new(PHX_MSG_LS);
 	struct phx_wire_msg m;
@@ -149,7 +66,7 @@ static int do_ls(struct admin *a, uint64_t job, int json)
 
 	if (job)
 		json_object_object_add(o, "job", json_object_new_uint64(job));
-	if (roundtrip(a, o, &m) < 0)
+	if (phx_ckptd_roundtrip(a, o, &m) < 0)
 		return 1;
 	if (m.type != PHX_MSG_LIST) {
 		phx_error("phalanx-ckptd answered ls with %s", phx_msg_name(m.type));
@@ -261,7 +178,7 @@ static void *verify_worker(void *arg)
 	}
 }
 
-static int do_verify(struct admin *a, uint64_t job, uint64_t gen, int threads)
+static int do_verify(struct phx_ckptd_admin *a, uint64_t job, uint64_t gen, int threads)
 {
 	struct json_object *o = phx_wire_new(PHX_MSG_QUERY);
 	struct verify v = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -273,7 +190,7 @@ static int do_verify(struct admin *a, uint64_t job, uint64_t gen, int threads)
 
 	json_object_object_add(o, "job", json_object_new_uint64(job));
 	json_object_object_add(o, "gen", json_object_new_uint64(gen));
-	if (roundtrip(a, o, &m) < 0)
+	if (phx_ckptd_roundtrip(a, o, &m) < 0)
 		return 1;
 	if (m.type != PHX_MSG_MANIFEST || !m.payload) {
 		phx_error("job %llu has no committed generation %llu", (unsigned long long)job,
@@ -309,14 +226,14 @@ static int do_verify(struct admin *a, uint64_t job, uint64_t gen, int threads)
 
 /* ------------------------------------------------------------------ rm, status */
 
-static int do_rm(struct admin *a, uint64_t job, uint64_t gen)
+static int do_rm(struct phx_ckptd_admin *a, uint64_t job, uint64_t gen)
 {
 	struct json_object *o = phx_wire_new(PHX_MSG_RM);
 	struct phx_wire_msg m;
 
 	json_object_object_add(o, "job", json_object_new_uint64(job));
 	json_object_object_add(o, "gen", json_object_new_uint64(gen));
-	if (roundtrip(a, o, &m) < 0)
+	if (phx_ckptd_roundtrip(a, o, &m) < 0)
 		return 1;
 	phx_wire_msg_free(&m);
 	if (gen)
@@ -371,13 +288,13 @@ static void print_recovery(struct json_object *j)
 	       json_object_get_string(reason));
 }
 
-static int do_status(struct admin *a, int json)
+static int do_status(struct phx_ckptd_admin *a, int json)
 {
 	struct phx_wire_msg m;
 	struct json_object *jobs;
 	size_t n;
 
-	if (roundtrip(a, phx_wire_new(PHX_MSG_STATUS), &m) < 0)
+	if (phx_ckptd_roundtrip(a, phx_wire_new(PHX_MSG_STATUS), &m) < 0)
 		return 1;
 	if (json) {
 		printf("%s\n", json_object_to_json_string_ext(m.payload, JSON_C_TO_STRING_PRETTY));
@@ -472,7 +389,7 @@ static int parse_common(const char *cmd, const char *usage, int argc, char **arg
 int phx_cmd_ckpt(int argc, char **argv)
 {
 	struct common_opts o = { .threads = 8 };
-	struct admin a = { .fd = -1 };
+	struct phx_ckptd_admin a = { .fd = -1 };
 	struct phx_conf conf = { 0 };
 	const char *sub = argc > 1 ? argv[1] : "";
 	uint64_t job = 0, gen = 0;
@@ -505,7 +422,7 @@ int phx_cmd_ckpt(int argc, char **argv)
 	if (rc)
 		return rc;
 	rc = 1;
-	if (admin_open(&a, o.socket ? o.socket : default_socket(&conf)) == 0) {
+	if (phx_ckptd_open(&a, o.socket ? o.socket : phx_ckptd_default_socket(&conf)) == 0) {
 		if (!strcmp(sub, "ls"))
 			rc = do_ls(&a, o.job, o.json);
 		else if (!strcmp(sub, "verify"))
@@ -513,7 +430,7 @@ int phx_cmd_ckpt(int argc, char **argv)
 		else
 			rc = do_rm(&a, job, gen);
 	}
-	admin_close(&a);
+	phx_ckptd_close(&a);
 	phx_conf_free(&conf);
 	return rc;
 }
@@ -521,31 +438,16 @@ int phx_cmd_ckpt(int argc, char **argv)
 int phx_cmd_status(int argc, char **argv)
 {
 	struct common_opts o = { 0 };
-	struct admin a = { .fd = -1 };
+	struct phx_ckptd_admin a = { .fd = -1 };
 	struct phx_conf conf = { 0 };
 	int rc = parse_common("status", status_usage, argc, argv, &o);
 
 	if (rc || (rc = phx_cli_no_arguments("status", argc, argv, status_usage)))
 		return rc;
 	rc = 1;
-	if (admin_open(&a, o.socket ? o.socket : default_socket(&conf)) == 0)
+	if (phx_ckptd_open(&a, o.socket ? o.socket : phx_ckptd_default_socket(&conf)) == 0)
 		rc = do_status(&a, o.json);
-	admin_close(&a);
-	phx_conf_free(&conf);
-	return rc;
-}
-
-int phx_ckptd_request(const char *socket_path, struct json_object *req, struct phx_wire_msg *m)
-{
-	struct admin a = { .fd = -1 };
-	struct phx_conf conf = { 0 };
-	int rc = -1;
-
-	if (admin_open(&a, socket_path ? socket_path : default_socket(&conf)) == 0)
-		rc = roundtrip(&a, req, m);
-	else
-		json_object_put(req);
-	admin_close(&a);
+	phx_ckptd_close(&a);
 	phx_conf_free(&conf);
 	return rc;
 }

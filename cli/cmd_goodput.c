@@ -18,6 +18,7 @@
 #include "checkpoint/ckptd/goodput.h"
 #include "common/log.h"
 #include "cli/ckptd_request.h"
+#include "cli/cli_args.h"
 #include "cli/commands.h"
 
 static const char usage[] =

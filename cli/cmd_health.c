@@ -14,6 +14,7 @@
 #include "common/gpulist.h"
 #include "health/health.h"
 #include "common/log.h"
+#include "cli/cli_args.h"
 #include "cli/commands.h"
 
 #define USAGE "usage: phalanx health [--node NAME] [--job-gpus LIST] [--json] [--config FILE]"

@@ -21,6 +21,7 @@
 #include "placement/layout.h"
 #include "common/log.h"
 #include "placement/placement.h"
+#include "cli/cli_args.h"
 #include "cli/commands.h"
 
 #define USAGE                                                                                      \

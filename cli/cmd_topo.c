@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "placement/topo.h"
+#include "cli/cli_args.h"
 #include "cli/commands.h"
 
 #define USAGE "usage: phalanx topo [--hwloc-xml FILE] [--json]"

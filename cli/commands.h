@@ -14,12 +14,4 @@ int phx_cmd_plan(int argc, char **argv);
 int phx_cmd_status(int argc, char **argv);
 int phx_cmd_topo(int argc, char **argv);
 
-/*
- * For getopt_long's ':' (missing value) and '?' (unknown option): reports
- * the option of command cmd with its usage; returns 2, the usage status.
- */
-int phx_cli_option_error(const char *cmd, int c, char **argv, const char *usage);
-/* Refuses arguments left after the options; 0 when there are none, else 2. */
-int phx_cli_no_arguments(const char *cmd, int argc, char **argv, const char *usage);
-
 #endif

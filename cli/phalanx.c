@@ -2,7 +2,6 @@
 /* phalanx(1): the admin and user command line tool. */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,23 +26,6 @@ static const struct phx_command commands[] = {
 	{ "status", phx_cmd_status, "jobs, agents and intervals known to phalanx-ckptd" },
 	{ "topo", phx_cmd_topo, "show GPUs, NICs, NUMA nodes and the NIC of each GPU" },
 };
-
-int phx_cli_option_error(const char *cmd, int c, char **argv, const char *usage)
-{
-	if (c == ':')
-		phx_error("%s: option '%s' needs a value\n%s", cmd, argv[optind - 1], usage);
-	else
-		phx_error("%s: unknown option '%s'\n%s", cmd, argv[optind - 1], usage);
-	return 2;
-}
-
-int phx_cli_no_arguments(const char *cmd, int argc, char **argv, const char *usage)
-{
-	if (optind == argc)
-		return 0;
-	phx_error("%s: unexpected argument '%s'\n%s", cmd, argv[optind], usage);
-	return 2;
-}
 
 static void usage(FILE *out)
 {
