@@ -48,17 +48,6 @@ static enum phx_msg type_of(const char *s)
 	return PHX_MSG_NONE;
 }
 
-void phx_wire_msg_free(struct phx_wire_msg *m)
-{
-	if (m->shards)
-		for (size_t i = 0; i < m->nshards; i++)
-			for (size_t j = 0; j < m->shards[i].nlocations; j++)
-				free(m->shards[i].locations[j].path);
-	free(m->shards);
-	json_object_put(m->obj);
-	memset(m, 0, sizeof(*m));
-}
-
 /* ------------------------------------------------------------------ fields */
 
 #define U32 UINT32_MAX

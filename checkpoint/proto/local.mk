@@ -4,6 +4,7 @@
 noinst_LTLIBRARIES += checkpoint/proto/libphxproto.la
 checkpoint_proto_libphxproto_la_SOURCES = \
 	checkpoint/proto/ckpt_wire.c checkpoint/proto/ckpt_wire.h checkpoint/proto/ckpt_wire_fast.c \
+	checkpoint/proto/ckpt_wire_msg.c \
 	checkpoint/proto/ckpt_json.c checkpoint/proto/ckpt_json.h \
 	checkpoint/proto/ckpt_manifest.c checkpoint/proto/ckpt_manifest.h \
 	checkpoint/proto/digest.c checkpoint/proto/digest.h \
