@@ -185,16 +185,6 @@ static void remove_gen(struct phx_ckpt *c, enum phx_ckpt_tier t, long step)
 	rmdir(dir);
 }
 
-/* A generation is published in a tier once its manifest is there. */
-static bool gen_published(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step)
-{
-	char dir[4200], path[4600];
-
-	ck_gen_dir(c, t, step, dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/manifest.json", dir);
-	return access(path, F_OK) == 0;
-}
-
 static void collect(struct phx_ckpt *c, enum phx_ckpt_tier t, long committed)
 {
 	long steps[1024], drop[1024];
@@ -213,7 +203,7 @@ static void collect(struct phx_ckpt *c, enum phx_ckpt_tier t, long committed)
 	}
 	closedir(d);
 	for (size_t i = 0; i < n; i++)
-		published[i] = gen_published(c, t, steps[i]);
+		published[i] = ck_published(c, t, steps[i], NULL);
 	nd = phx_ckpt_gc_pick(steps, published, n, committed, c->keep, drop);
 	for (size_t i = 0; i < nd; i++) {
 		phx_debug("collecting generation %ld of the %s tier on %s", drop[i],
