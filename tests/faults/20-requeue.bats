@@ -234,7 +234,9 @@ status_says()
 		round_failed 1
 	"$PHX" status --socket "$SOCK" | grep "^job $JOB:"
 	# Pending, with nothing excluded: Slurm keeps it off the DOWN node itself.
-	wait_for 30 test "$(job_state "$JOB")" = PENDING || round_failed 1
+	# It stays COMPLETING until Slurm gives up on the dead node's epilog
+	# (SlurmdTimeout, longer on a loaded machine).
+	wait_for 120 test "$(job_state "$JOB")" = PENDING || round_failed 1
 	[ "$(job_field "$JOB" ExcNodeList)" = "(null)" ] || round_failed 1
 	sleep 3
 	[ "$(job_state "$JOB")" = PENDING ] || round_failed 1
