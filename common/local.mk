@@ -1,9 +1,11 @@
 # common/: only what several parts share: logging, files and run directories,
 # YAML and the configuration, host lists, hex text, tokens, GPU lists, the
-# Slurm glue (draining a node, planning a requeue), saturating arithmetic.
+# Slurm glue (draining a node, planning a requeue), saturating arithmetic,
+# the clock.
 noinst_LTLIBRARIES += common/libphxcommon.la
 common_libphxcommon_la_SOURCES = \
 	common/log.c common/log.h \
+	common/clock.c common/clock.h \
 	common/file.c common/file.h \
 	common/rundir.c common/rundir.h \
 	common/hostlist.c common/hostlist.h \

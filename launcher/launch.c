@@ -17,6 +17,7 @@
 #include "checkpoint/proto/heartbeat.h"
 #include "health/health.h"
 #include "common/hostlist.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/rundir.h"
 #include "launcher/agent/agent_ckptd.h"

@@ -166,6 +166,4 @@ void phx_agent_preempt_check(struct phx_agent *a);
 /* The supervision loop with the agreement rounds. The exit code. */
 int phx_agent_supervise(struct phx_agent *a);
 
-uint64_t phx_now_ns(clockid_t clock);
-
 #endif

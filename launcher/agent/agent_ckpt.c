@@ -26,6 +26,7 @@
 #include "checkpoint/proto/ckpt_msg.h"
 #include "health/health.h"
 #include "checkpoint/proto/heartbeat.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/rundir.h"
 #include "checkpoint/node/ckpt_int.h"

@@ -18,6 +18,7 @@
 
 #include "checkpoint/proto/ckpt_client.h"
 #include "checkpoint/proto/heartbeat.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "launcher/agent/agent_ckptd.h"
 #include "launcher/agent/agent_ckptd_int.h"

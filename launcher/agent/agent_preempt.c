@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 
 #include "checkpoint/proto/heartbeat.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "launcher/agent/agent.h"
 

@@ -20,6 +20,7 @@
 #include <json-c/json.h>
 
 #include "checkpoint/proto/heartbeat.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "launcher/agent/agent_ckptd.h"
 #include "launcher/agent/agent.h"

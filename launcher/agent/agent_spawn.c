@@ -23,17 +23,10 @@
 #include <unistd.h>
 
 #include "checkpoint/proto/heartbeat.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "launcher/agent/agent_ckptd.h"
 #include "launcher/agent/agent.h"
-
-uint64_t phx_now_ns(clockid_t clock)
-{
-	struct timespec ts;
-
-	clock_gettime(clock, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 unsigned phx_agent_running(const struct phx_agent *a)
 {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "checkpoint/proto/heartbeat.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "launcher/agent/agent_ckptd.h"
 #include "launcher/agent/agent.h"

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "health/health.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "health/xid.h"
 #include "launcher/agent/agent_ckptd.h"

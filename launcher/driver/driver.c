@@ -26,6 +26,7 @@
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 
+#include "common/clock.h"
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "common/requeue.h"
@@ -84,10 +85,7 @@ struct step {
 
 static uint64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return phx_now_ns(CLOCK_MONOTONIC) / 1000000u;
 }
 
 static long alloc_index(const struct driver *dr, const char *name)

@@ -19,6 +19,7 @@
 
 #include "checkpoint/proto/ckpt_client.h"
 #include "checkpoint/proto/ckpt_wire.h"
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "launcher/driver/driver_ckptd.h"
@@ -32,10 +33,7 @@ struct phx_drv_daemon {
 
 static int64_t mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)(phx_now_ns(CLOCK_MONOTONIC) / 1000000u);
 }
 
 static void on_refused(void *arg, const char *reason)
