@@ -184,11 +184,11 @@ static int choose_role(struct phx_agent *a)
 	const struct phx_role *r;
 	char err[1024];
 
-	if (phx_roles_assign(o->roles, o->nroles, a->wire.size, err, sizeof(err)) < 0) {
+	if (phx_roles_assign(o->roles, o->nroles, a->pmix.size, err, sizeof(err)) < 0) {
 		phx_error("%s", err);
 		return PHX_EXIT_USAGE;
 	}
-	a->role = phx_role_of_agent(o->roles, o->nroles, a->wire.me.rank);
+	a->role = phx_role_of_agent(o->roles, o->nroles, a->pmix.me.rank);
 	r = &o->roles[a->role];
 	for (size_t k = 0; k < o->nroles; k++) {
 		a->roles[k].policy = o->roles[k].restart;
@@ -235,7 +235,7 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 		if (!threaded)
 			load_topology(a);
 	}
-	rc = phx_wire_init(&a->wire, err, sizeof(err));
+	rc = phx_pmix_init(&a->pmix, err, sizeof(err));
 	phx_debug("start-up on %s: PMIx_Init at %.1f ms", a->node, since(t0));
 	if (threaded)
 		pthread_join(th, NULL);
@@ -259,14 +259,14 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 	rc = phx_ckpt_setup(a);
 	if (rc)
 		return rc;
-	phx_daemon_setup(a);
+	phx_agent_ckptd_setup(a);
 	phx_agent_xid_open(a);
-	if (a->wire.me.rank == 0)
+	if (a->pmix.me.rank == 0)
 		phx_info("starting %lu workers on %u nodes (%u per node), rank 0 at %s:%u, "
 			 "hang timeout %d s, max restarts %d",
-			 a->world, a->wire.size, a->nproc, a->master_addr, a->master_port,
+			 a->world, a->pmix.size, a->nproc, a->master_addr, a->master_port,
 			 a->o->hang_timeout_s, a->o->max_restarts);
-	if (a->o->explicit_roles && a->wire.me.rank == a->o->roles[a->role].first_node) {
+	if (a->o->explicit_roles && a->pmix.me.rank == a->o->roles[a->role].first_node) {
 		const struct phx_role *r = &a->o->roles[a->role];
 
 		phx_info("role %s: ranks %lu..%lu on %u node(s) from %s, restart %s, max "
@@ -286,7 +286,7 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 static void cleanup(struct phx_agent *a)
 {
 	phx_agent_xid_close(a);
-	phx_daemon_fini(a);
+	phx_agent_ckptd_fini(a);
 	phx_ckpt_fini(a);
 	for (unsigned i = 0; a->w && i < a->nproc; i++) {
 		if (a->w[i].log_fd >= 0)
@@ -299,10 +299,10 @@ static void cleanup(struct phx_agent *a)
 	free(a->rate_peers);
 	free(a->rate_slow);
 	free(a->straggler_reported);
-	for (size_t i = 0; a->hosts && i < a->wire.size; i++)
+	for (size_t i = 0; a->hosts && i < a->pmix.size; i++)
 		free(a->hosts[i]);
 	free(a->hosts);
-	for (size_t i = 0; a->addrs && i < a->wire.size; i++)
+	for (size_t i = 0; a->addrs && i < a->pmix.size; i++)
 		free(a->addrs[i]);
 	free(a->addrs);
 	if (a->hb)
@@ -310,7 +310,7 @@ static void cleanup(struct phx_agent *a)
 	if (a->hb_fd >= 0)
 		close(a->hb_fd);
 	remove_run_dir(a);
-	phx_wire_fini(&a->wire);
+	phx_pmix_fini(&a->pmix);
 	phx_rankmap_free(&a->map);
 	phx_topo_free(a->topo);
 	phx_conf_free(&a->conf);

@@ -13,7 +13,7 @@
 #include "checkpoint/node/ckpt.h"
 
 /* PMIx: the agent's identity and the agreement rounds. */
-struct phx_wire {
+struct phx_pmix {
 	pmix_proc_t me;
 	uint32_t size; /* agents in the step */
 	int done_pipe[2]; /* a non-blocking fence writes its status here */
@@ -21,15 +21,15 @@ struct phx_wire {
 	bool inited;
 };
 
-int phx_wire_init(struct phx_wire *w, char *err, size_t errlen);
-void phx_wire_fini(struct phx_wire *w);
+int phx_pmix_init(struct phx_pmix *pm, char *err, size_t errlen);
+void phx_pmix_fini(struct phx_pmix *pm);
 /* Put + Commit + Fence (collecting) + Get of key from every agent; values[size], free each. */
-int phx_wire_allgather(struct phx_wire *w, const char *key, const char *value, char **values,
+int phx_pmix_allgather(struct phx_pmix *pm, const char *key, const char *value, char **values,
 		       char *err, size_t errlen);
-/* The same without blocking: phx_wire_round_fd() turns readable when it is done. */
-int phx_wire_round_start(struct phx_wire *w, const char *key, const char *value, char *err,
+/* The same without blocking: done_pipe[0] turns readable when it is done. */
+int phx_pmix_round_start(struct phx_pmix *pm, const char *key, const char *value, char *err,
 			 size_t errlen);
-int phx_wire_round_finish(struct phx_wire *w, const char *key, char **values, char *err,
+int phx_pmix_round_finish(struct phx_pmix *pm, const char *key, char **values, char *err,
 			  size_t errlen);
 
 #define PHX_RATE_SAMPLES 64
@@ -61,7 +61,7 @@ struct phx_worker {
 struct phx_agent {
 	struct phx_launch_opts *o;
 	struct phx_conf conf;
-	struct phx_wire wire;
+	struct phx_pmix pmix;
 	char node[256];
 	struct phx_rankmap map;
 	struct phx_node_topo *topo;
@@ -69,8 +69,8 @@ struct phx_agent {
 	unsigned master_agent; /* agent rank of the node with global rank 0 */
 	unsigned master_port;
 	unsigned nproc;
-	char **hosts; /* [wire.size]: node of each agent rank */
-	char **addrs; /* [wire.size]: its first IPv4 address (or the node name) */
+	char **hosts; /* [pmix.size]: node of each agent rank */
+	char **addrs; /* [pmix.size]: its first IPv4 address (or the node name) */
 	struct phx_worker *w; /* [nproc] */
 	int hb_fd;
 	void *hb;
@@ -78,7 +78,7 @@ struct phx_agent {
 	int sig_fd;
 	char run_dir[4096];
 	bool run_dir_owned; /* made here, removed at exit */
-	int run_dir_lock;   /* held while this agent lives: see common/rundir.h */
+	int run_dir_lock; /* held while this agent lives: see common/rundir.h */
 	char run_id[256];
 	unsigned epoch;
 	unsigned long rounds; /* agreement rounds so far */
@@ -111,7 +111,7 @@ struct phx_agent {
 	bool *rate_slow;
 	bool *straggler_reported; /* [world] */
 	struct phx_ckpt *ckpt; /* checkpoint staging, agent_ckpt.c */
-	struct phx_daemon *daemon; /* phalanx-ckptd client, agent_ckptd.c; NULL: none */
+	struct phx_agent_ckptd *ckptd; /* phalanx-ckptd client, agent_ckptd.c; NULL: none */
 	struct phx_xid_watch *xid; /* the kernel log's Xid watch, agent_xid.c; NULL: none */
 };
 

@@ -666,10 +666,10 @@ static void commit_tier(struct phx_agent *a, enum phx_ckpt_tier t, long step)
 	struct ck_job *j;
 
 	c->committed[t] = step;
-	if (a->wire.me.rank == 0)
+	if (a->pmix.me.rank == 0)
 		phx_info("checkpoint generation %ld committed in the %s tier on all %u nodes", step,
-			 phx_ckpt_tier_name(t), a->wire.size);
-	phx_daemon_ckpt_commit(a, g, t);
+			 phx_ckpt_tier_name(t), a->pmix.size);
+	phx_agent_ckptd_ckpt_commit(a, g, t);
 	if (t == PHX_TIER_MEMORY) {
 		commit_memory(c, step);
 		return;
@@ -700,10 +700,10 @@ static void commit_tier(struct phx_agent *a, enum phx_ckpt_tier t, long step)
 void phx_ckpt_round_result(struct phx_agent *a, char **values)
 {
 	struct phx_ckpt *c = a->ckpt;
-	struct phx_ckpt_state *st = calloc(a->wire.size, sizeof(*st));
+	struct phx_ckpt_state *st = calloc(a->pmix.size, sizeof(*st));
 	bool ok = c && st;
 
-	for (size_t i = 0; i < a->wire.size; i++) {
+	for (size_t i = 0; i < a->pmix.size; i++) {
 		char *bar = strchr(values[i], '|'), *more = NULL;
 
 		if (bar)
@@ -726,7 +726,7 @@ void phx_ckpt_round_result(struct phx_agent *a, char **values)
 		}
 	}
 	for (int t = 0; ok && t < PHX_TIER_COUNT; t++) {
-		long step = phx_ckpt_common_newest(st, a->wire.size, (enum phx_ckpt_tier)t);
+		long step = phx_ckpt_common_newest(st, a->pmix.size, (enum phx_ckpt_tier)t);
 
 		if (step > c->committed[t])
 			commit_tier(a, (enum phx_ckpt_tier)t, step);
@@ -757,10 +757,10 @@ void phx_ckpt_finish(struct phx_agent *a)
 		if (poll(&pfd, 1, 1000) > 0)
 			io_done(c);
 	}
-	values = calloc(a->wire.size, sizeof(*values));
+	values = calloc(a->pmix.size, sizeof(*values));
 	phx_ckpt_round_value(a, mine, sizeof(mine));
 	if (!values ||
-	    phx_wire_allgather(&a->wire, "phx.ck.final", mine, values, err, sizeof(err)) < 0) {
+	    phx_pmix_allgather(&a->pmix, "phx.ck.final", mine, values, err, sizeof(err)) < 0) {
 		phx_error("the last checkpoint agreement failed: %s; generations saved since the "
 			  "last round stay unpublished",
 			  values ? err : "out of memory");
@@ -768,7 +768,7 @@ void phx_ckpt_finish(struct phx_agent *a)
 		return;
 	}
 	phx_ckpt_round_result(a, values);
-	for (size_t i = 0; i < a->wire.size; i++)
+	for (size_t i = 0; i < a->pmix.size; i++)
 		free(values[i]);
 	free(values);
 }
@@ -835,7 +835,7 @@ static int node_dirs(struct phx_agent *a, struct phx_ckpt *c)
 {
 	char dir[4096];
 
-	c->nagents = a->wire.size;
+	c->nagents = a->pmix.size;
 	c->node_dir = calloc(c->nagents, sizeof(*c->node_dir));
 	if (!c->node_dir || !a->hosts)
 		return -1;
@@ -928,7 +928,7 @@ static int configure(struct phx_agent *a, struct phx_ckpt *c)
 		c->job_id = 1;
 	/* Every node writes its own directory's manifest; agent 0 the shared one. */
 	c->writer[PHX_TIER_LOCAL] = true;
-	c->writer[PHX_TIER_SHARED] = a->wire.me.rank == 0;
+	c->writer[PHX_TIER_SHARED] = a->pmix.me.rank == 0;
 	snprintf(c->layout, sizeof(c->layout), "%s", a->o->layout ? a->o->layout : "dp=*");
 	c->keep = (unsigned)conf->checkpoint.keep;
 	c->algo = (enum phx_digest_algo)conf->checkpoint.digest_algo;
@@ -952,7 +952,7 @@ static int configure(struct phx_agent *a, struct phx_ckpt *c)
  */
 static int agree_restore(struct phx_agent *a, struct phx_ckpt *c, long *out)
 {
-	char **values = calloc(a->wire.size, sizeof(*values)), mine[32], key[64], err[1024];
+	char **values = calloc(a->pmix.size, sizeof(*values)), mine[32], key[64], err[1024];
 	long have = ck_restore_find(c, LONG_MAX);
 	int rc = -1;
 
@@ -962,11 +962,11 @@ static int agree_restore(struct phx_agent *a, struct phx_ckpt *c, long *out)
 
 		snprintf(mine, sizeof(mine), "%ld", have);
 		snprintf(key, sizeof(key), "phx.ck.restore.%u.%u", a->epoch, round);
-		if (phx_wire_allgather(&a->wire, key, mine, values, err, sizeof(err)) < 0) {
+		if (phx_pmix_allgather(&a->pmix, key, mine, values, err, sizeof(err)) < 0) {
 			phx_error("checkpoint restore agreement: %s", err);
 			break;
 		}
-		for (size_t i = 0; i < a->wire.size; i++) {
+		for (size_t i = 0; i < a->pmix.size; i++) {
 			long v = strtol(values[i], NULL, 10);
 
 			same &= v == have;
@@ -1018,7 +1018,7 @@ int phx_ckpt_setup(struct phx_agent *a)
 			c->slot[i].buf[0].state = B_FREE;
 		}
 	}
-	if (a->wire.me.rank == 0 && restored >= 0)
+	if (a->pmix.me.rank == 0 && restored >= 0)
 		phx_info("restoring checkpoint generation %ld (every shard verified)", restored);
 	if (ck_io_start(c) < 0)
 		goto oom;

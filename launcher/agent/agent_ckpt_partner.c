@@ -281,9 +281,9 @@ static void copy_path(const struct ck_partner *p, unsigned long rank, long step,
 static void send_kept(struct phx_agent *a, struct phx_ckpt *c, const struct announce *an,
 		      const struct fetch_plan *f)
 {
-	unsigned me = a->wire.me.rank;
+	unsigned me = a->pmix.me.rank;
 
-	for (unsigned k = 0; k < a->wire.size; k++) {
+	for (unsigned k = 0; k < a->pmix.size; k++) {
 		int fd = -1;
 
 		for (unsigned long r = 0; r < c->world; r++) {
@@ -366,7 +366,7 @@ static int find_peer(struct phx_agent *a, struct ck_partner *p, const struct ann
 	char topo_buf[4096], err[1024];
 	const char *topo_conf = phx_conf_topology_conf(&a->conf, topo_buf, sizeof(topo_buf));
 	struct phx_fabric *fabric = NULL;
-	long *partner = calloc(a->wire.size, sizeof(*partner)), me = a->wire.me.rank, same_leaf;
+	long *partner = calloc(a->pmix.size, sizeof(*partner)), me = a->pmix.me.rank, same_leaf;
 	bool switches;
 
 	if (!partner)
@@ -377,7 +377,7 @@ static int find_peer(struct phx_agent *a, struct ck_partner *p, const struct ann
 			 "without it",
 			 err);
 	same_leaf =
-		phx_partner_assign((const char *const *)a->hosts, a->wire.size, fabric, partner);
+		phx_partner_assign((const char *const *)a->hosts, a->pmix.size, fabric, partner);
 	switches = fabric && fabric->has_switches && fabric->n_leaves > 1;
 	phx_fabric_free(fabric);
 	/* Without switches every pair shares "the" leaf: nothing to warn about. */
@@ -419,7 +419,7 @@ static int start_server(struct phx_agent *a, struct phx_ckpt *c, struct ck_partn
 	/* On disk as long as the local tier keeps generations, and the two in flight. */
 	p->srv.disk_keep = c->keep + 2;
 	memcpy(p->srv.dir, p->dir, sizeof(p->srv.dir));
-	if (phx_partner_server_start(&p->srv, a->addrs[a->wire.me.rank], 0, err, sizeof(err)) < 0) {
+	if (phx_partner_server_start(&p->srv, a->addrs[a->pmix.me.rank], 0, err, sizeof(err)) < 0) {
 		phx_warn("partner copies off on %s: %s", a->node, err);
 		return -1;
 	}
@@ -430,16 +430,16 @@ static int start_server(struct phx_agent *a, struct phx_ckpt *c, struct ck_partn
 /* Every agent reaches the same answer from the same configuration and environment. */
 static bool wanted(struct phx_agent *a, struct phx_ckpt *c)
 {
-	if (!a->conf.checkpoint.partner || a->wire.size < 2)
+	if (!a->conf.checkpoint.partner || a->pmix.size < 2)
 		return false;
 	if (!c->dir[PHX_TIER_LOCAL][0]) {
-		if (a->wire.me.rank == 0)
+		if (a->pmix.me.rank == 0)
 			phx_info("partner copies off: they go with checkpoint.local_dir, which "
 				 "is not set");
 		return false;
 	}
 	if (!getenv("PHALANX_JOB_TOKEN")) {
-		if (a->wire.me.rank == 0)
+		if (a->pmix.me.rank == 0)
 			phx_warn("partner copies off: PHALANX_JOB_TOKEN is not set (the SPANK "
 				 "plugin mints it); load spank_phalanx.so or set "
 				 "checkpoint.partner: false");
@@ -450,7 +450,7 @@ static bool wanted(struct phx_agent *a, struct phx_ckpt *c)
 
 int ck_partner_setup(struct phx_agent *a, struct phx_ckpt *c)
 {
-	size_t n = a->wire.size;
+	size_t n = a->pmix.size;
 	char **values = NULL, *mine = NULL, key[64], err[1024];
 	struct announce *an = NULL;
 	struct fetch_plan f = { 0 };
@@ -475,7 +475,7 @@ int ck_partner_setup(struct phx_agent *a, struct phx_ckpt *c)
 	if (!values || !an || !mine)
 		goto out;
 	snprintf(key, sizeof(key), "phx.ck.partner.%u", a->epoch);
-	if (phx_wire_allgather(&a->wire, key, mine, values, err, sizeof(err)) < 0) {
+	if (phx_pmix_allgather(&a->pmix, key, mine, values, err, sizeof(err)) < 0) {
 		phx_error("partner copies: %s", err);
 		goto out;
 	}
@@ -492,7 +492,7 @@ int ck_partner_setup(struct phx_agent *a, struct phx_ckpt *c)
 		send_kept(a, c, an, &f);
 		wait_for_copies(a, c, &f);
 	}
-	if (a->wire.me.rank == 0)
+	if (a->pmix.me.rank == 0)
 		phx_info("partner copies on: each node's local-tier shards also go to its "
 			 "partner");
 	rc = 0;

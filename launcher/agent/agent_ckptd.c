@@ -28,11 +28,11 @@ static void on_connected(void *arg, uint64_t committed, uint64_t step)
 {
 	struct phx_agent *a = arg;
 
-	if (!a->daemon->said_connected || phx_log_get_level() >= PHX_LOG_DEBUG)
+	if (!a->ckptd->said_connected || phx_log_get_level() >= PHX_LOG_DEBUG)
 		phx_info("registered with phalanx-ckptd from %s (its newest generation %lu at "
 			 "step %lu)",
 			 a->node, (unsigned long)committed, (unsigned long)step);
-	a->daemon->said_connected = true;
+	a->ckptd->said_connected = true;
 }
 
 static void on_refused(void *arg, const char *reason)
@@ -49,8 +49,8 @@ static void on_commit(void *arg, uint64_t gen, uint64_t step, uint64_t keep_from
 	struct phx_agent *a = arg;
 
 	(void)keep_from; /* the agents collect their tiers by checkpoint.keep themselves */
-	if (gen > a->daemon->daemon_gen)
-		a->daemon->daemon_gen = gen;
+	if (gen > a->ckptd->daemon_gen)
+		a->ckptd->daemon_gen = gen;
 	phx_debug("phalanx-ckptd cataloged generation %lu (step %lu)", (unsigned long)gen,
 		  (unsigned long)step);
 }
@@ -65,7 +65,7 @@ static void on_aborted(void *arg, uint64_t gen, const char *reason)
 		 (unsigned long)gen, a->node, reason);
 }
 
-int phx_daemon_setup(struct phx_agent *a)
+int phx_agent_ckptd_setup(struct phx_agent *a)
 {
 	const char *addr = phx_ckptd_address(&a->conf), *token = getenv("PHALANX_JOB_TOKEN");
 	const char *job = getenv("SLURM_JOB_ID");
@@ -79,15 +79,15 @@ int phx_daemon_setup(struct phx_agent *a)
 	if (!addr[0])
 		return 0;
 	if (!token || !job) {
-		if (a->wire.me.rank == 0)
+		if (a->pmix.me.rank == 0)
 			phx_warn("phalanx-ckptd at %s is configured but %s is not set; the "
 				 "agents do not report to it (run under Slurm with the Phalanx "
 				 "plugin)",
 				 addr, token ? "SLURM_JOB_ID" : "PHALANX_JOB_TOKEN");
 		return 0;
 	}
-	a->daemon = calloc(1, sizeof(*a->daemon));
-	if (!a->daemon) {
+	a->ckptd = calloc(1, sizeof(*a->ckptd));
+	if (!a->ckptd) {
 		phx_error("out of memory: the agent does not report to phalanx-ckptd");
 		return 0;
 	}
@@ -96,25 +96,25 @@ int phx_daemon_setup(struct phx_agent *a)
 	cc.uid = (uint32_t)getuid();
 	cc.token = token;
 	cc.node = a->node;
-	cc.nodes = a->wire.size;
+	cc.nodes = a->pmix.size;
 	cc.ranks = (uint32_t)a->world;
 	cc.layout = a->o->layout ? a->o->layout : "";
-	a->daemon->client = phx_ckpt_client_new(&cc, &ops, a, err, sizeof(err));
-	if (!a->daemon->client) {
+	a->ckptd->client = phx_ckpt_client_new(&cc, &ops, a, err, sizeof(err));
+	if (!a->ckptd->client) {
 		phx_warn("phalanx-ckptd at %s: %s; the agent on %s does not report to it", addr,
 			 err, a->node);
-		free(a->daemon);
-		a->daemon = NULL;
+		free(a->ckptd);
+		a->ckptd = NULL;
 		return 0;
 	}
 	/* Connects now, without waiting. */
-	phx_ckpt_client_handle(a->daemon->client, 0);
+	phx_ckpt_client_handle(a->ckptd->client, 0);
 	return 0;
 }
 
-void phx_daemon_fini(struct phx_agent *a)
+void phx_agent_ckptd_fini(struct phx_agent *a)
 {
-	struct phx_daemon *d = a->daemon;
+	struct phx_agent_ckptd *d = a->ckptd;
 	uint64_t until;
 
 	if (!d)
@@ -132,36 +132,36 @@ void phx_daemon_fini(struct phx_agent *a)
 	}
 	phx_ckpt_client_free(d->client);
 	free(d);
-	a->daemon = NULL;
+	a->ckptd = NULL;
 }
 
-int phx_daemon_fd(const struct phx_agent *a)
+int phx_agent_ckptd_fd(const struct phx_agent *a)
 {
-	return a->daemon ? phx_ckpt_client_fd(a->daemon->client) : -1;
+	return a->ckptd ? phx_ckpt_client_fd(a->ckptd->client) : -1;
 }
 
-short phx_daemon_events(const struct phx_agent *a)
+short phx_agent_ckptd_events(const struct phx_agent *a)
 {
-	return a->daemon ? phx_ckpt_client_events(a->daemon->client) : 0;
+	return a->ckptd ? phx_ckpt_client_events(a->ckptd->client) : 0;
 }
 
-int phx_daemon_timeout_ms(const struct phx_agent *a)
+int phx_agent_ckptd_timeout_ms(const struct phx_agent *a)
 {
 	uint64_t now;
 	int t;
 
-	if (!a->daemon)
+	if (!a->ckptd)
 		return -1;
-	t = phx_ckpt_client_timeout_ms(a->daemon->client);
-	if (!phx_ckpt_client_ready(a->daemon->client))
+	t = phx_ckpt_client_timeout_ms(a->ckptd->client);
+	if (!phx_ckpt_client_ready(a->ckptd->client))
 		return t;
 	now = phx_now_ns(CLOCK_MONOTONIC);
-	if (a->daemon->next_beat_ns <= now)
+	if (a->ckptd->next_beat_ns <= now)
 		return 0;
-	return (int)((a->daemon->next_beat_ns - now) / 1000000ull);
+	return (int)((a->ckptd->next_beat_ns - now) / 1000000ull);
 }
 
-uint64_t phx_daemon_newest_step(const struct phx_agent *a)
+uint64_t phx_agent_ckptd_newest_step(const struct phx_agent *a)
 {
 	const struct phx_hb_slot *s;
 	uint64_t best = 0;
@@ -178,9 +178,9 @@ uint64_t phx_daemon_newest_step(const struct phx_agent *a)
 	return best;
 }
 
-void phx_daemon_handle(struct phx_agent *a, short revents)
+void phx_agent_ckptd_handle(struct phx_agent *a, short revents)
 {
-	struct phx_daemon *d = a->daemon;
+	struct phx_agent_ckptd *d = a->ckptd;
 	uint64_t now;
 
 	if (!d)
@@ -191,37 +191,38 @@ void phx_daemon_handle(struct phx_agent *a, short revents)
 	now = phx_now_ns(CLOCK_MONOTONIC);
 	if (now < d->next_beat_ns)
 		return;
-	phx_ckpt_client_heartbeat(d->client, phx_daemon_newest_step(a));
+	phx_ckpt_client_heartbeat(d->client, phx_agent_ckptd_newest_step(a));
 	d->next_beat_ns = now + (uint64_t)phx_ckpt_client_heartbeat_ms(d->client) * 1000000ull;
 }
 
-void phx_daemon_report(struct phx_agent *a, const char *kind, uint64_t value, const char *reason)
+void phx_agent_ckptd_report(struct phx_agent *a, const char *kind, uint64_t value,
+			    const char *reason)
 {
-	if (!a->daemon)
+	if (!a->ckptd)
 		return;
-	if (phx_ckpt_client_report(a->daemon->client, kind, NULL, phx_daemon_newest_step(a), value,
-				   reason) < 0)
+	if (phx_ckpt_client_report(a->ckptd->client, kind, NULL, phx_agent_ckptd_newest_step(a),
+				   value, reason) < 0)
 		phx_warn("phalanx-ckptd: the %s report of %s was not queued", kind, a->node);
 	else
 		phx_debug("phalanx-ckptd: %s report from %s queued", kind, a->node);
 }
 
-void phx_daemon_xid(struct phx_agent *a, unsigned code, const char *reason)
+void phx_agent_ckptd_xid(struct phx_agent *a, unsigned code, const char *reason)
 {
-	if (!a->daemon)
+	if (!a->ckptd)
 		return;
-	if (phx_ckpt_client_report(a->daemon->client, "xid", a->node, phx_daemon_newest_step(a),
+	if (phx_ckpt_client_report(a->ckptd->client, "xid", a->node, phx_agent_ckptd_newest_step(a),
 				   code, reason) < 0)
 		phx_warn("phalanx-ckptd: the Xid report of %s was not queued", a->node);
 }
 
-void phx_daemon_straggler(struct phx_agent *a, const char *node, uint64_t lost_us,
-			  const char *reason)
+void phx_agent_ckptd_straggler(struct phx_agent *a, const char *node, uint64_t lost_us,
+			       const char *reason)
 {
-	if (!a->daemon)
+	if (!a->ckptd)
 		return;
-	if (phx_ckpt_client_report(a->daemon->client, "straggler", node, phx_daemon_newest_step(a),
-				   lost_us, reason) < 0)
+	if (phx_ckpt_client_report(a->ckptd->client, "straggler", node,
+				   phx_agent_ckptd_newest_step(a), lost_us, reason) < 0)
 		phx_warn("phalanx-ckptd: the straggler report of %s was not queued", node);
 }
 
@@ -235,15 +236,16 @@ static uint64_t worker_step(const struct phx_agent *a, long rank)
 		if ((long)a->w[i].rank == rank && atomic_load(&s[i].beat_ns))
 			return atomic_load(&s[i].step);
 	}
-	return phx_daemon_newest_step(a);
+	return phx_agent_ckptd_newest_step(a);
 }
 
-void phx_daemon_report_failure(struct phx_agent *a, const struct phx_report *r, bool restarting)
+void phx_agent_ckptd_report_failure(struct phx_agent *a, const struct phx_report *r,
+				    bool restarting)
 {
 	char path[4096], how[128], msg[1024], trace[4096], sig[256];
 	uint64_t now = phx_now_ns(CLOCK_REALTIME), late = 0;
 
-	if (!a->daemon)
+	if (!a->ckptd)
 		return;
 	if (phx_worker_error_read(a->run_dir, r->epoch, (unsigned long)r->fail_rank, path,
 				  sizeof(path), msg, sizeof(msg), trace, sizeof(trace)) < 0)
@@ -253,7 +255,7 @@ void phx_daemon_report_failure(struct phx_agent *a, const struct phx_report *r, 
 	/* Detection: from the failure (a hang: its last beat) to this report. */
 	if (r->fail_ns && now > r->fail_ns)
 		late = (now - r->fail_ns) / 1000;
-	phx_daemon_report(a, r->kind == PHX_FAIL_HANG ? "hang" : "crash", late, sig);
+	phx_agent_ckptd_report(a, r->kind == PHX_FAIL_HANG ? "hang" : "crash", late, sig);
 	if (restarting)
-		phx_daemon_report(a, "restart", 0, NULL);
+		phx_agent_ckptd_report(a, "restart", 0, NULL);
 }

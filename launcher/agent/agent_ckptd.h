@@ -6,8 +6,8 @@
  * while the daemon is away training goes on and reports wait in the
  * client's queue. Without a daemon address or a job token it does nothing.
  */
-#ifndef PHX_LAUNCH_AGENT_DAEMON_H
-#define PHX_LAUNCH_AGENT_DAEMON_H
+#ifndef PHX_LAUNCH_AGENT_CKPTD_H
+#define PHX_LAUNCH_AGENT_CKPTD_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,36 +17,38 @@ struct phx_agent;
 struct phx_report;
 
 /* 0; a daemon that cannot be reached is not an error. */
-int phx_daemon_setup(struct phx_agent *a);
-void phx_daemon_fini(struct phx_agent *a);
+int phx_agent_ckptd_setup(struct phx_agent *a);
+void phx_agent_ckptd_fini(struct phx_agent *a);
 /* For the poll loop: the fd (-1: none), its events, the longest wait in ms (-1: any). */
-int phx_daemon_fd(const struct phx_agent *a);
-short phx_daemon_events(const struct phx_agent *a);
-int phx_daemon_timeout_ms(const struct phx_agent *a);
+int phx_agent_ckptd_fd(const struct phx_agent *a);
+short phx_agent_ckptd_events(const struct phx_agent *a);
+int phx_agent_ckptd_timeout_ms(const struct phx_agent *a);
 /* After poll (revents may be 0): the client's work and a heartbeat when due. */
-void phx_daemon_handle(struct phx_agent *a, short revents);
+void phx_agent_ckptd_handle(struct phx_agent *a, short revents);
 /* Report kind ("crash", "hang", "straggler", "restart", "done"); reason may be NULL. */
-void phx_daemon_report(struct phx_agent *a, const char *kind, uint64_t value, const char *reason);
+void phx_agent_ckptd_report(struct phx_agent *a, const char *kind, uint64_t value,
+			    const char *reason);
 /* A generation committed by the agents in tier t (agent_ckpt.c): prepared once. */
 struct ck_gen;
-void phx_daemon_ckpt_commit(struct phx_agent *a, const struct ck_gen *g, int t);
+void phx_agent_ckptd_ckpt_commit(struct phx_agent *a, const struct ck_gen *g, int t);
 /*
  * The root-cause failure r, found on this agent: "crash" (its signature,
  * phx_crash_signature) or "hang", then "restart" when the job restarts.
  */
-void phx_daemon_report_failure(struct phx_agent *a, const struct phx_report *r, bool restarting);
-/* A straggler on node (the agent of node 0 reports it): the time its peers lost. */
+void phx_agent_ckptd_report_failure(struct phx_agent *a, const struct phx_report *r,
+				    bool restarting);
 /* A fatal Xid on this node (agent_xid.c), as the node's fault. */
-void phx_daemon_xid(struct phx_agent *a, unsigned code, const char *reason);
-void phx_daemon_straggler(struct phx_agent *a, const char *node, uint64_t lost_us,
-			  const char *reason);
+void phx_agent_ckptd_xid(struct phx_agent *a, unsigned code, const char *reason);
+/* A straggler on node (the agent of node 0 reports it): the time its peers lost. */
+void phx_agent_ckptd_straggler(struct phx_agent *a, const char *node, uint64_t lost_us,
+			       const char *reason);
 /*
  * Microseconds a straggler's peers waited on it in its window: its extra
  * time per step over the median, times its steps; 0 when not slower. Pure.
  */
 uint64_t phx_straggler_lost_us(uint64_t step_ns, uint64_t median_ns, uint64_t steps);
 /* The newest step any worker of this node reported on the heartbeat page. */
-uint64_t phx_daemon_newest_step(const struct phx_agent *a);
+uint64_t phx_agent_ckptd_newest_step(const struct phx_agent *a);
 
 /*
  * The signature of a crash, the same for the same failure: the exception's

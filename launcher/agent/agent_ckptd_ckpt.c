@@ -31,7 +31,7 @@ static long fill_mine(struct phx_agent *a, const struct ck_gen *g, enum phx_ckpt
 		      struct phx_manifest *m, struct phx_manifest_shard *out, uint64_t *bytes)
 {
 	const struct phx_ckpt *c = a->ckpt;
-	unsigned me = a->wire.me.rank;
+	unsigned me = a->pmix.me.rank;
 	char hex[PHX_DIGEST_HEX_LEN], name[32], path[4400], err[256];
 	long n = 0;
 
@@ -66,7 +66,7 @@ static long fill_mine(struct phx_agent *a, const struct ck_gen *g, enum phx_ckpt
  */
 static void report_costs(struct phx_agent *a, const struct ck_gen *g, enum phx_ckpt_tier t)
 {
-	struct phx_daemon *d = a->daemon;
+	struct phx_agent_ckptd *d = a->ckptd;
 	uint64_t gen = ck_gen_of(g->step);
 
 	if (t == PHX_TIER_MEMORY && g->nstaged)
@@ -78,9 +78,9 @@ static void report_costs(struct phx_agent *a, const struct ck_gen *g, enum phx_c
 	}
 }
 
-void phx_daemon_ckpt_commit(struct phx_agent *a, const struct ck_gen *g, int tier)
+void phx_agent_ckptd_ckpt_commit(struct phx_agent *a, const struct ck_gen *g, int tier)
 {
-	struct phx_daemon *d = a->daemon;
+	struct phx_agent_ckptd *d = a->ckptd;
 	const struct phx_ckpt *c = a->ckpt;
 	struct phx_manifest_shard *mine = NULL;
 	struct phx_manifest m;

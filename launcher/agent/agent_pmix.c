@@ -53,42 +53,42 @@ static int get_u32(const pmix_proc_t *proc, const char *key, uint32_t *out)
 	return 0;
 }
 
-int phx_wire_init(struct phx_wire *w, char *err, size_t errlen)
+int phx_pmix_init(struct phx_pmix *pm, char *err, size_t errlen)
 {
 	pmix_proc_t job;
 	pmix_status_t rc;
 	uint32_t local = 1;
 
-	memset(w, 0, sizeof(*w));
-	w->done_pipe[0] = w->done_pipe[1] = -1;
-	rc = PMIx_Init(&w->me, NULL, 0);
+	memset(pm, 0, sizeof(*pm));
+	pm->done_pipe[0] = pm->done_pipe[1] = -1;
+	rc = PMIx_Init(&pm->me, NULL, 0);
 	if (rc != PMIX_SUCCESS)
 		return pmix_fail(err, errlen, "PMIx_Init (run the agents with 'srun --mpi=pmix')",
 				 rc);
-	w->inited = true;
-	PMIX_LOAD_PROCID(&job, w->me.nspace, PMIX_RANK_WILDCARD);
-	if (get_u32(&job, PMIX_JOB_SIZE, &w->size) < 0 || !w->size)
+	pm->inited = true;
+	PMIX_LOAD_PROCID(&job, pm->me.nspace, PMIX_RANK_WILDCARD);
+	if (get_u32(&job, PMIX_JOB_SIZE, &pm->size) < 0 || !pm->size)
 		return phx_errf(err, errlen, "PMIx has no job size (PMIX_JOB_SIZE)");
 	if (get_u32(&job, PMIX_LOCAL_SIZE, &local) == 0 && local != 1)
 		return phx_errf(err, errlen,
 				"%u agents share this node; run one per node "
 				"(srun --ntasks-per-node=1)",
 				local);
-	if (pipe2(w->done_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+	if (pipe2(pm->done_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
 		return phx_errf(err, errlen, "pipe: %s", strerror(errno));
 	return 0;
 }
 
-void phx_wire_fini(struct phx_wire *w)
+void phx_pmix_fini(struct phx_pmix *pm)
 {
-	if (w->inited)
+	if (pm->inited)
 		PMIx_Finalize(NULL, 0);
 	for (int i = 0; i < 2; i++) {
-		if (w->done_pipe[i] >= 0)
-			close(w->done_pipe[i]);
+		if (pm->done_pipe[i] >= 0)
+			close(pm->done_pipe[i]);
 	}
-	memset(w, 0, sizeof(*w));
-	w->done_pipe[0] = w->done_pipe[1] = -1;
+	memset(pm, 0, sizeof(*pm));
+	pm->done_pipe[0] = pm->done_pipe[1] = -1;
 }
 
 static int put(const char *key, const char *value, char *err, size_t errlen)
@@ -108,16 +108,16 @@ static int put(const char *key, const char *value, char *err, size_t errlen)
 	return 0;
 }
 
-static int gather(struct phx_wire *w, const char *key, char **values, char *err, size_t errlen)
+static int gather(struct phx_pmix *pm, const char *key, char **values, char *err, size_t errlen)
 {
-	for (uint32_t r = 0; r < w->size; r++)
+	for (uint32_t r = 0; r < pm->size; r++)
 		values[r] = NULL;
-	for (uint32_t r = 0; r < w->size; r++) {
+	for (uint32_t r = 0; r < pm->size; r++) {
 		pmix_proc_t proc;
 		pmix_value_t *val = NULL;
 		pmix_status_t rc;
 
-		PMIX_LOAD_PROCID(&proc, w->me.nspace, r);
+		PMIX_LOAD_PROCID(&proc, pm->me.nspace, r);
 		rc = PMIx_Get(&proc, key, NULL, 0, &val);
 		if (rc != PMIX_SUCCESS || !val || val->type != PMIX_STRING || !val->data.string) {
 			if (val)
@@ -131,7 +131,7 @@ static int gather(struct phx_wire *w, const char *key, char **values, char *err,
 	}
 	return 0;
 fail:
-	for (uint32_t r = 0; r < w->size; r++) {
+	for (uint32_t r = 0; r < pm->size; r++) {
 		free(values[r]);
 		values[r] = NULL;
 	}
@@ -145,7 +145,7 @@ static void fence_info(pmix_info_t *info)
 	PMIX_INFO_LOAD(info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
 }
 
-int phx_wire_allgather(struct phx_wire *w, const char *key, const char *value, char **values,
+int phx_pmix_allgather(struct phx_pmix *pm, const char *key, const char *value, char **values,
 		       char *err, size_t errlen)
 {
 	pmix_proc_t all;
@@ -154,26 +154,26 @@ int phx_wire_allgather(struct phx_wire *w, const char *key, const char *value, c
 
 	if (put(key, value, err, errlen) < 0)
 		return -1;
-	PMIX_LOAD_PROCID(&all, w->me.nspace, PMIX_RANK_WILDCARD);
+	PMIX_LOAD_PROCID(&all, pm->me.nspace, PMIX_RANK_WILDCARD);
 	fence_info(&info);
 	rc = PMIx_Fence(&all, 1, &info, 1);
 	PMIX_INFO_DESTRUCT(&info);
 	if (rc != PMIX_SUCCESS)
 		return pmix_fail(err, errlen, "PMIx_Fence", rc);
-	return gather(w, key, values, err, errlen);
+	return gather(pm, key, values, err, errlen);
 }
 
 /* PMIx's progress thread: only a write(2), the main loop does the rest. */
 static void round_done(pmix_status_t status, void *cbdata)
 {
-	struct phx_wire *w = cbdata;
+	struct phx_pmix *pm = cbdata;
 	ssize_t n;
 
-	n = write(w->done_pipe[1], &status, sizeof(status));
+	n = write(pm->done_pipe[1], &status, sizeof(status));
 	(void)n;
 }
 
-int phx_wire_round_start(struct phx_wire *w, const char *key, const char *value, char *err,
+int phx_pmix_round_start(struct phx_pmix *pm, const char *key, const char *value, char *err,
 			 size_t errlen)
 {
 	static pmix_info_t info; /* lives until the callback, and one round at a time */
@@ -187,25 +187,25 @@ int phx_wire_round_start(struct phx_wire *w, const char *key, const char *value,
 		fence_info(&info);
 		info_loaded = true;
 	}
-	PMIX_LOAD_PROCID(&all, w->me.nspace, PMIX_RANK_WILDCARD);
-	rc = PMIx_Fence_nb(&all, 1, &info, 1, round_done, w);
+	PMIX_LOAD_PROCID(&all, pm->me.nspace, PMIX_RANK_WILDCARD);
+	rc = PMIx_Fence_nb(&all, 1, &info, 1, round_done, pm);
 	if (rc != PMIX_SUCCESS)
 		return pmix_fail(err, errlen, "PMIx_Fence_nb", rc);
-	w->in_flight = true;
+	pm->in_flight = true;
 	return 0;
 }
 
-int phx_wire_round_finish(struct phx_wire *w, const char *key, char **values, char *err,
+int phx_pmix_round_finish(struct phx_pmix *pm, const char *key, char **values, char *err,
 			  size_t errlen)
 {
 	pmix_status_t status;
 
-	if (read(w->done_pipe[0], &status, sizeof(status)) != sizeof(status))
+	if (read(pm->done_pipe[0], &status, sizeof(status)) != sizeof(status))
 		return phx_errf(err, errlen, "lost the completion of a PMIx fence");
-	w->in_flight = false;
+	pm->in_flight = false;
 	if (status != PMIX_SUCCESS)
 		return pmix_fail(err, errlen, "PMIx_Fence_nb", status);
-	return gather(w, key, values, err, errlen);
+	return gather(pm, key, values, err, errlen);
 }
 
 /* ------------------------------------------------------------ facts */
@@ -318,10 +318,10 @@ static int place_topo(struct phx_agent *a, struct phx_layout *layout, char **hos
 	rc = phx_rankmap_place_slow(&a->conf, layout, hosts, n, nproc, node, slow.names, slow.count,
 				    map, &plan, err, sizeof(err));
 	phx_hostnames_free(&slow);
-	for (size_t i = 0; plan && a->wire.me.rank == 0 && map == &a->map && i < plan->n_warnings;
+	for (size_t i = 0; plan && a->pmix.me.rank == 0 && map == &a->map && i < plan->n_warnings;
 	     i++)
 		phx_warn("%s", plan->warnings[i]);
-	for (size_t i = 0; plan && a->wire.me.rank == 0 && map == &a->map && i < plan->n_nodes;
+	for (size_t i = 0; plan && a->pmix.me.rank == 0 && map == &a->map && i < plan->n_nodes;
 	     i++) {
 		if (plan->nodes[i].flags & PHX_PLAN_NODE_SLOW)
 			phx_info("placement: node %s is slow (--slow-nodes): kept off the "
@@ -383,7 +383,7 @@ static int place(struct phx_agent *a, char **hosts, struct fact *f)
 	a->role_env.rank_offset = a->role_offset[a->role];
 	a->role_env.world = a->world;
 	a->role_env.node_offset = mine->first_node;
-	a->role_env.nodes = a->wire.size;
+	a->role_env.nodes = a->pmix.size;
 	rc = place_role(a, a->role, hosts + mine->first_node, mine->nodes, a->nproc, a->node,
 			&a->map);
 	if (rc < 0 || a->role == 0)
@@ -446,7 +446,7 @@ static void find_master(struct phx_agent *a, struct fact *f, size_t n)
 
 int phx_agent_wireup(struct phx_agent *a)
 {
-	size_t n = a->wire.size;
+	size_t n = a->pmix.size;
 	char **values = calloc(n, sizeof(*values)), **hosts = calloc(n, sizeof(*hosts));
 	struct fact *facts = calloc(n, sizeof(*facts));
 	char *mine = facts_json(a), err[1024];
@@ -457,7 +457,7 @@ int phx_agent_wireup(struct phx_agent *a)
 		rc = PHX_EXIT_SETUP;
 		goto out;
 	}
-	if (phx_wire_allgather(&a->wire, FACTS_KEY, mine, values, err, sizeof(err)) < 0) {
+	if (phx_pmix_allgather(&a->pmix, FACTS_KEY, mine, values, err, sizeof(err)) < 0) {
 		phx_error("wire-up: %s", err);
 		goto out;
 	}

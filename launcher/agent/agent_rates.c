@@ -150,8 +150,8 @@ static void report(struct phx_agent *a, const struct phx_rate *r, uint64_t media
 	record(a, r, median, peers);
 	snprintf(why, sizeof(why), "rank %lu %.2fx the median", r->rank,
 		 (double)r->step_ns / (double)median);
-	phx_daemon_straggler(a, a->hosts[r->agent],
-			     phx_straggler_lost_us(r->step_ns, median, r->steps), why);
+	phx_agent_ckptd_straggler(a, a->hosts[r->agent],
+				  phx_straggler_lost_us(r->step_ns, median, r->steps), why);
 }
 
 void phx_agent_find_stragglers(struct phx_agent *a, char **values, const struct phx_report *rep)
@@ -160,7 +160,7 @@ void phx_agent_find_stragglers(struct phx_agent *a, char **values, const struct 
 
 	if (a->o->straggler_pct <= 0 || alloc_rates(a) < 0)
 		return;
-	for (size_t i = 0; i < a->wire.size; i++) {
+	for (size_t i = 0; i < a->pmix.size; i++) {
 		if (!rep[i].rates_at)
 			continue;
 		if (phx_rates_parse(values[i] + rep[i].rates_at, rep[i].role, (unsigned)i, a->world,
@@ -179,7 +179,7 @@ void phx_agent_find_stragglers(struct phx_agent *a, char **values, const struct 
 		if (!a->rate_slow[i] || a->straggler_reported[r->rank])
 			continue;
 		a->straggler_reported[r->rank] = true;
-		if (a->wire.me.rank == 0)
+		if (a->pmix.me.rank == 0)
 			report(a, r, a->rate_median[i], a->rate_peers[i]);
 	}
 }

@@ -256,7 +256,8 @@ int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extr
 	pfd[n++] = (struct pollfd){ .fd = a->sig_fd, .events = POLLIN };
 	pfd[n++] = (struct pollfd){ .fd = extra_fd, .events = POLLIN };
 	pfd[n++] = (struct pollfd){ .fd = phx_ckpt_fd(a), .events = POLLIN };
-	pfd[n++] = (struct pollfd){ .fd = phx_daemon_fd(a), .events = phx_daemon_events(a) };
+	pfd[n++] =
+		(struct pollfd){ .fd = phx_agent_ckptd_fd(a), .events = phx_agent_ckptd_events(a) };
 	for (unsigned i = 0; i < a->nproc; i++) {
 		struct phx_worker *w = &a->w[i];
 
@@ -271,7 +272,7 @@ int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extr
 	}
 	if (extra_ready)
 		*extra_ready = false;
-	dt = phx_daemon_timeout_ms(a);
+	dt = phx_agent_ckptd_timeout_ms(a);
 	if (dt >= 0 && (timeout_ms < 0 || dt < timeout_ms))
 		timeout_ms = dt;
 	rc = poll(pfd, n, timeout_ms);
@@ -291,7 +292,7 @@ int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extr
 		handle_signals(a);
 	if (pfd[2].revents)
 		phx_ckpt_dispatch(a);
-	phx_daemon_handle(a, pfd[3].revents);
+	phx_agent_ckptd_handle(a, pfd[3].revents);
 	phx_agent_xid_poll(a);
 	if (extra_fd >= 0 && pfd[1].revents && extra_ready)
 		*extra_ready = true;

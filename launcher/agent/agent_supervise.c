@@ -143,7 +143,7 @@ static void hang_check(struct phx_agent *a, struct phx_worker **evidence)
 
 static const char *worker_node(const struct phx_agent *a, long agent)
 {
-	return agent >= 0 && (size_t)agent < a->wire.size && a->hosts ? a->hosts[agent] : "?";
+	return agent >= 0 && (size_t)agent < a->pmix.size && a->hosts ? a->hosts[agent] : "?";
 }
 
 static void print_block(const char *label, char *text)
@@ -203,7 +203,7 @@ static unsigned restarts_total(const struct phx_agent *a)
 
 static int read_reports(struct phx_agent *a, char **values, struct phx_report *reports)
 {
-	for (size_t i = 0; i < a->wire.size; i++) {
+	for (size_t i = 0; i < a->pmix.size; i++) {
 		if (phx_report_parse(values[i], a->o->nroles, &reports[i]) < 0) {
 			phx_error("agent %zu (%s) sent the report '%.80s', not Phalanx's; are all "
 				  "nodes running the same phalanx-launch?",
@@ -216,7 +216,7 @@ static int read_reports(struct phx_agent *a, char **values, struct phx_report *r
 
 static void free_values(struct phx_agent *a, char **values)
 {
-	for (size_t i = 0; i < a->wire.size; i++) {
+	for (size_t i = 0; i < a->pmix.size; i++) {
 		free(values[i]);
 		values[i] = NULL;
 	}
@@ -237,11 +237,11 @@ static int restart_barrier(struct phx_agent *a, char **values, const struct phx_
 	snprintf(mine, sizeof(mine), "%u %u", phx_free_port(), phx_free_port());
 	round_key(a, ++a->rounds, key, sizeof(key));
 	phx_debug("restart barrier on %s: round %lu", a->node, a->rounds);
-	if (phx_wire_round_start(&a->wire, key, mine, err, sizeof(err)) < 0)
+	if (phx_pmix_round_start(&a->pmix, key, mine, err, sizeof(err)) < 0)
 		goto fail;
 	while (!ready)
-		phx_agent_pump(a, 200, a->wire.done_pipe[0], &ready);
-	if (phx_wire_round_finish(&a->wire, key, values, err, sizeof(err)) < 0)
+		phx_agent_pump(a, 200, a->pmix.done_pipe[0], &ready);
+	if (phx_pmix_round_finish(&a->pmix, key, values, err, sizeof(err)) < 0)
 		goto fail;
 	if (sscanf(values[a->master_agent], "%lu", &port) != 1 ||
 	    sscanf(values[a->role_master_agent], "%*u %lu", &rport) != 1)
@@ -303,7 +303,7 @@ static int restart(struct phx_agent *a, const struct phx_report *r, const struct
 	bool group = a->roles[a->role].policy == PHX_RESTART_GROUP;
 	char what[128], label[64];
 
-	for (size_t k = 0; a->wire.me.rank == 0 && k < a->o->nroles; k++) {
+	for (size_t k = 0; a->pmix.me.rank == 0 && k < a->o->nroles; k++) {
 		long f = d->role_first[k];
 
 		if (d->role_action[k] != PHX_ACT_RESTART || a->roles[k].policy != PHX_RESTART_GROUP)
@@ -348,9 +348,9 @@ static int give_up(struct phx_agent *a, const struct phx_report *r, long first)
 	const struct phx_report *f = &r[first];
 	char what[128], label[64];
 
-	if ((long)a->wire.me.rank == first)
+	if ((long)a->pmix.me.rank == first)
 		print_root_cause(a, f);
-	if (a->wire.me.rank == 0)
+	if (a->pmix.me.rank == 0)
 		phx_error("giving up after %u restart(s)%s (--max-restarts %u): rank %ld on %s %s",
 			  f->epoch, role_label(a, f->role, label, sizeof(label)),
 			  a->roles[f->role].max_restarts, f->fail_rank, worker_node(a, first),
@@ -367,7 +367,7 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 	int rc;
 
 	round_key(a, a->rounds, key, sizeof(key));
-	rc = phx_wire_round_finish(&a->wire, key, values, err, sizeof(err));
+	rc = phx_pmix_round_finish(&a->pmix, key, values, err, sizeof(err));
 	if (rc == 0) {
 		phx_ckpt_round_result(a, values);
 		rc = read_reports(a, values, reports);
@@ -381,7 +381,7 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 		phx_agent_stop_all(a);
 		return PHX_EXIT_PMIX;
 	}
-	phx_restart_decide(reports, a->wire.size, a->roles, a->o->nroles, &d);
+	phx_restart_decide(reports, a->pmix.size, a->roles, a->o->nroles, &d);
 	if (phx_log_get_level() >= PHX_LOG_DEBUG) {
 		char mine[128];
 
@@ -394,11 +394,11 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 		d.action = PHX_ACT_SHUTDOWN;
 	if (d.preempt && !a->preempting)
 		phx_agent_preempt(a, false);
-	if (d.first == (long)a->wire.me.rank &&
+	if (d.first == (long)a->pmix.me.rank &&
 	    (d.action == PHX_ACT_RESTART || d.action == PHX_ACT_GIVE_UP))
-		phx_daemon_report_failure(a, &reports[d.first], d.action == PHX_ACT_RESTART);
-	if (d.action == PHX_ACT_SUCCESS && a->wire.me.rank == 0)
-		phx_daemon_report(a, "done", 0, NULL);
+		phx_agent_ckptd_report_failure(a, &reports[d.first], d.action == PHX_ACT_RESTART);
+	if (d.action == PHX_ACT_SUCCESS && a->pmix.me.rank == 0)
+		phx_agent_ckptd_report(a, "done", 0, NULL);
 	switch (d.action) {
 	case PHX_ACT_CONTINUE:
 		return GO_ON;
@@ -410,7 +410,7 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 		/* The workers are gone; what they left running is not. */
 		phx_agent_stop_all(a);
 		phx_ckpt_finish(a);
-		if (a->wire.me.rank == 0)
+		if (a->pmix.me.rank == 0)
 			phx_info("all %lu workers finished (%u restart(s))", a->world,
 				 restarts_total(a));
 		return PHX_EXIT_OK;
@@ -419,10 +419,10 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 		return 128 + (a->shutdown_sig ? a->shutdown_sig : SIGTERM);
 	case PHX_ACT_PREEMPTED:
 		phx_agent_stop_all(a);
-		if (a->wire.me.rank == 0)
+		if (a->pmix.me.rank == 0)
 			phx_warn("preempted: the workers of all %u nodes were asked to save and "
 				 "have stopped; exiting with %d so that the job can be requeued",
-				 a->wire.size, PHX_EXIT_REQUEUE);
+				 a->pmix.size, PHX_EXIT_REQUEUE);
 		return PHX_EXIT_REQUEUE;
 	}
 	return GO_ON;
@@ -442,7 +442,7 @@ static int start_round(struct phx_agent *a)
 	phx_report_format(&a->local, with_rates ? rates : NULL, report, sizeof(report));
 	phx_ckpt_round_value(a, report, sizeof(report));
 	round_key(a, ++a->rounds, key, sizeof(key));
-	if (phx_wire_round_start(&a->wire, key, report, err, sizeof(err)) < 0) {
+	if (phx_pmix_round_start(&a->pmix, key, report, err, sizeof(err)) < 0) {
 		phx_error("agreement round: %s", err);
 		phx_agent_stop_all(a);
 		return PHX_EXIT_PMIX;
@@ -461,8 +461,8 @@ static void on_shutdown(struct phx_agent *a, uint64_t *give_up_at)
 
 int phx_agent_supervise(struct phx_agent *a)
 {
-	struct phx_report *reports = calloc(a->wire.size, sizeof(*reports));
-	char **values = calloc(a->wire.size, sizeof(*values));
+	struct phx_report *reports = calloc(a->pmix.size, sizeof(*reports));
+	char **values = calloc(a->pmix.size, sizeof(*values));
 	uint64_t sync_ns = (uint64_t)a->o->sync_ms * 1000000ull, next = 0, give_up_at = 0;
 	enum phx_node_state sent_state = PHX_NODE_RUNNING;
 	bool stopped = false;
@@ -479,11 +479,11 @@ int phx_agent_supervise(struct phx_agent *a)
 		int timeout = 200;
 		bool ready = false;
 
-		if (!a->wire.in_flight && next > now && (next - now) / 1000000 < 200)
+		if (!a->pmix.in_flight && next > now && (next - now) / 1000000 < 200)
 			timeout = (int)((next - now) / 1000000);
-		else if (!a->wire.in_flight && next <= now)
+		else if (!a->pmix.in_flight && next <= now)
 			timeout = 0;
-		phx_agent_pump(a, timeout, a->wire.done_pipe[0], &ready);
+		phx_agent_pump(a, timeout, a->pmix.done_pipe[0], &ready);
 		if (a->shutdown_sig && !stopped) {
 			on_shutdown(a, &give_up_at);
 			stopped = true;
@@ -506,7 +506,7 @@ int phx_agent_supervise(struct phx_agent *a)
 			continue;
 		}
 		/* News goes out at once; the others join at their next tick. */
-		if (!a->wire.in_flight &&
+		if (!a->pmix.in_flight &&
 		    (phx_now_ns(CLOCK_MONOTONIC) >= next || a->local.state != sent_state)) {
 			sent_state = a->local.state;
 			rc = start_round(a);

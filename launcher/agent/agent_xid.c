@@ -83,7 +83,7 @@ static void found(struct phx_agent *a, const struct phx_xid *e)
 	phx_error("%s: %s: the GPU is broken; reported to phalanx-ckptd as the node's fault "
 		  "(drain it and run phalanx check before it runs a job again)",
 		  a->node, reason);
-	phx_daemon_xid(a, e->code, reason);
+	phx_agent_ckptd_xid(a, e->code, reason);
 }
 
 /* Each whole line (a /dev/kmsg read returns one record) of the buffer. */
