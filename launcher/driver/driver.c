@@ -62,7 +62,7 @@ struct driver {
 	size_t *prev; /* the nodes of the last step */
 	size_t nprev;
 	node_info_msg_t *nodes; /* the last node table, for update-time caching */
-	struct phx_drv_daemon *daemon; /* NULL: no phalanx-ckptd configured */
+	struct phx_drv_ckptd *ckptd; /* NULL: no phalanx-ckptd configured */
 };
 
 /* One attempt: srun and what it said. */
@@ -128,8 +128,8 @@ static void node_bad(struct driver *dr, struct step *s, size_t i, const char *re
 {
 	if (dr->st.bad[i])
 		return;
-	phx_drv_daemon_report(dr->daemon, failed_check ? "check" : "restart", dr->alloc.names[i], 0,
-			      failed_check ? failed_check : reason);
+	phx_drv_ckptd_report(dr->ckptd, failed_check ? "check" : "restart", dr->alloc.names[i], 0,
+			     failed_check ? failed_check : reason);
 	dr->st.bad[i] = true;
 	if (s)
 		s->new_bad++;
@@ -639,13 +639,13 @@ static int plan_requeue(struct driver *dr, char *bad, char **exclude)
 		return 0;
 	case PHX_REQUEUE_WAIT:
 		phx_warn("job %u: %s", dr->job_id, plan.why);
-		phx_drv_daemon_report(dr->daemon, "wait", NULL, 0, plan.why);
+		phx_drv_ckptd_report(dr->ckptd, "wait", NULL, 0, plan.why);
 		return 0;
 	case PHX_REQUEUE_DEAD_END:
 		break;
 	}
 	phx_error("stopping job %u: %s", dr->job_id, plan.why);
-	phx_drv_daemon_report(dr->daemon, "stop", NULL, 0, plan.why);
+	phx_drv_ckptd_report(dr->ckptd, "stop", NULL, 0, plan.why);
 	free(*exclude);
 	*exclude = NULL;
 	return -1;
@@ -716,13 +716,13 @@ static size_t apply_verdicts(struct driver *dr, const size_t *idx, size_t n,
 				 dr->alloc.names[i], phx_check_state_name(v[k].state), v[k].reason);
 			dr->slow[i] = true;
 			dr->trusted[i] = true;
-			phx_drv_daemon_report(dr->daemon, "check", dr->alloc.names[i], 1,
-					      v[k].reason);
+			phx_drv_ckptd_report(dr->ckptd, "check", dr->alloc.names[i], 1,
+					     v[k].reason);
 			break;
 		case PHX_CHECK_OK:
 			dr->slow[i] = false;
 			dr->trusted[i] = true;
-			phx_drv_daemon_report(dr->daemon, "check", dr->alloc.names[i], 1, NULL);
+			phx_drv_ckptd_report(dr->ckptd, "check", dr->alloc.names[i], 1, NULL);
 			break;
 		}
 	}
@@ -988,7 +988,7 @@ static int setup(struct driver *dr, const struct phx_conf *conf)
 		return PHX_EXIT_SETUP;
 	}
 	dr->self[n] = '\0';
-	dr->daemon = phx_drv_daemon_open(conf, dr->job_id);
+	dr->ckptd = phx_drv_ckptd_open(conf, dr->job_id);
 	return 0;
 }
 
@@ -1025,7 +1025,7 @@ int phx_driver_main(struct phx_launch_opts *o, const struct phx_conf *conf, int 
 	}
 	if (!rc)
 		rc = run(&dr);
-	phx_drv_daemon_close(dr.daemon);
+	phx_drv_ckptd_close(dr.ckptd);
 	if (dr.sig_fd >= 0)
 		close(dr.sig_fd);
 	slurm_free_node_info_msg(dr.nodes);

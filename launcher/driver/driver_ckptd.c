@@ -24,7 +24,7 @@
 #include "common/log.h"
 #include "launcher/driver/driver_ckptd.h"
 
-struct phx_drv_daemon {
+struct phx_drv_ckptd {
 	struct phx_ckpt_client *client;
 	char address[256];
 	int said_refused;
@@ -38,7 +38,7 @@ static int64_t mono_ms(void)
 
 static void on_refused(void *arg, const char *reason)
 {
-	struct phx_drv_daemon *dd = arg;
+	struct phx_drv_ckptd *dd = arg;
 
 	if (dd->said_refused++)
 		return;
@@ -48,7 +48,7 @@ static void on_refused(void *arg, const char *reason)
 }
 
 /* Lets the client work until everything is written or wait_ms have passed. */
-static void pump(struct phx_drv_daemon *dd, int wait_ms)
+static void pump(struct phx_drv_ckptd *dd, int wait_ms)
 {
 	int64_t end = mono_ms() + wait_ms;
 
@@ -68,12 +68,12 @@ static void pump(struct phx_drv_daemon *dd, int wait_ms)
 	}
 }
 
-struct phx_drv_daemon *phx_drv_daemon_open(const struct phx_conf *conf, uint32_t job)
+struct phx_drv_ckptd *phx_drv_ckptd_open(const struct phx_conf *conf, uint32_t job)
 {
 	const char *addr = phx_ckptd_address(conf), *token = getenv("PHALANX_JOB_TOKEN");
 	struct phx_ckpt_client_ops ops = { .refused = on_refused };
 	struct phx_ckpt_client_conf cc = { .driver = 1 };
-	struct phx_drv_daemon *dd;
+	struct phx_drv_ckptd *dd;
 	char host[256], err[512];
 
 	if (!addr[0])
@@ -103,15 +103,15 @@ struct phx_drv_daemon *phx_drv_daemon_open(const struct phx_conf *conf, uint32_t
 		return NULL;
 	}
 	/* Connected now, so that the first report, a lost node's, goes at once. */
-	pump(dd, PHX_DRV_DAEMON_WAIT_MS);
+	pump(dd, PHX_DRV_CKPTD_WAIT_MS);
 	dd->away = !phx_ckpt_client_ready(dd->client);
 	phx_debug("the driver reports to phalanx-ckptd at %s%s", addr,
 		  dd->away ? " (not connected yet)" : "");
 	return dd;
 }
 
-void phx_drv_daemon_report(struct phx_drv_daemon *dd, const char *kind, const char *node,
-			   uint64_t value, const char *reason)
+void phx_drv_ckptd_report(struct phx_drv_ckptd *dd, const char *kind, const char *node,
+			  uint64_t value, const char *reason)
 {
 	char why[PHX_WIRE_REASON_MAX + 1], about[300];
 	bool was_away;
@@ -128,19 +128,19 @@ void phx_drv_daemon_report(struct phx_drv_daemon *dd, const char *kind, const ch
 	/* While the daemon is away one full wait is enough: later reports only
 	 * give the client a moment to reconnect, and queue. */
 	was_away = dd->away && !phx_ckpt_client_ready(dd->client);
-	pump(dd, was_away ? PHX_DRV_DAEMON_AWAY_MS : PHX_DRV_DAEMON_WAIT_MS);
+	pump(dd, was_away ? PHX_DRV_CKPTD_AWAY_MS : PHX_DRV_CKPTD_WAIT_MS);
 	dd->away = !phx_ckpt_client_ready(dd->client);
 	if (!was_away && !phx_ckpt_client_idle(dd->client))
 		phx_warn("phalanx-ckptd at %s did not take the %s report of %s within %d ms; "
 			 "it stays queued and the driver goes on",
-			 dd->address, kind, about, PHX_DRV_DAEMON_WAIT_MS);
+			 dd->address, kind, about, PHX_DRV_CKPTD_WAIT_MS);
 }
 
-void phx_drv_daemon_close(struct phx_drv_daemon *dd)
+void phx_drv_ckptd_close(struct phx_drv_ckptd *dd)
 {
 	if (!dd)
 		return;
-	pump(dd, PHX_DRV_DAEMON_WAIT_MS);
+	pump(dd, PHX_DRV_CKPTD_WAIT_MS);
 	phx_ckpt_client_free(dd->client);
 	free(dd);
 }
