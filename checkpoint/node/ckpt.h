@@ -24,9 +24,6 @@ struct phx_agent;
  */
 int phx_ckpt_setup(struct phx_agent *a);
 void phx_ckpt_fini(struct phx_agent *a);
-/* An fd the main loop polls (readable: call phx_ckpt_dispatch), -1 when off. */
-int phx_ckpt_fd(const struct phx_agent *a);
-void phx_ckpt_dispatch(struct phx_agent *a);
 /* Appends "|STATE" to this agent's round report in buf. */
 void phx_ckpt_round_value(struct phx_agent *a, char *buf, size_t len);
 /* Takes the "|STATE" off every agent's report (values) and commits what all hold. */

@@ -58,6 +58,27 @@ struct phx_worker {
 	unsigned nsamples;
 };
 
+/*
+ * A source of events for the agent's main loop: the checkpoint socket, the
+ * phalanx-ckptd link, the Xid watch. Each registers itself at its setup
+ * (phx_agent_pump_add), so the loop knows none of them by name; every
+ * pump round polls each one's fd, lets it shorten the wait, and calls it
+ * in the order they were added.
+ */
+struct phx_agent_source {
+	/* The fd to poll and its events (-1: none now); NULL: the source has no fd. */
+	int (*fd)(void *ctx, short *events);
+	/* After the poll, with the fd's revents. */
+	void (*handle)(void *ctx, short revents);
+	/* The longest the poll may wait for it, in ms (-1: any); NULL: any. */
+	int (*timeout_ms)(void *ctx);
+	/* handle is called every round, also without revents (it has work on a clock). */
+	bool every_round;
+	void *ctx;
+};
+
+#define PHX_AGENT_SOURCES_MAX 8
+
 struct phx_agent {
 	struct phx_launch_opts *o;
 	struct phx_conf conf;
@@ -113,11 +134,13 @@ struct phx_agent {
 	struct phx_ckpt *ckpt; /* checkpoint staging, agent_ckpt.c */
 	struct phx_agent_ckptd *ckptd; /* phalanx-ckptd client, agent_ckptd.c; NULL: none */
 	struct phx_xid_watch *xid; /* the kernel log's Xid watch, agent_xid.c; NULL: none */
+	/* What the main loop polls besides signals and the workers' output. */
+	struct phx_agent_source sources[PHX_AGENT_SOURCES_MAX];
+	unsigned nsources;
 };
 
-/* Xid errors in the node's kernel log (launcher.kernel_log): open, check (at most 1/s), close. */
+/* Xid errors in the node's kernel log (launcher.kernel_log), checked at most once a second. */
 void phx_agent_xid_open(struct phx_agent *a);
-void phx_agent_xid_poll(struct phx_agent *a);
 void phx_agent_xid_close(struct phx_agent *a);
 
 /* Wire-up: facts exchange, placement, this node's rank map. An exit code or 0. */
@@ -129,8 +152,13 @@ unsigned phx_free_port(void);
 int phx_agent_spawn_all(struct phx_agent *a);
 /* TERM (and CONT) to every worker's group, --term-timeout, KILL; reaps all, orphans too. */
 void phx_agent_stop_all(struct phx_agent *a);
-/* One poll round: output, signals, reaping; timeout_ms may be 0. extra_fd: also watched. */
+/*
+ * One poll round: output, signals, reaping, the registered sources;
+ * timeout_ms may be 0. extra_fd: also watched.
+ */
 int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extra_ready);
+/* Adds a source (copied) to every pump round from now on; 0, or -1 when the table is full. */
+int phx_agent_pump_add(struct phx_agent *a, const struct phx_agent_source *s);
 unsigned phx_agent_running(const struct phx_agent *a);
 void phx_agent_close_outputs(struct phx_agent *a);
 void phx_agent_forward(struct phx_agent *a, int sig);

@@ -487,12 +487,15 @@ static void on_accept(struct phx_ckpt *c)
 		  &(struct epoll_event){ .events = EPOLLIN, .data.u32 = TAG_PENDING + k });
 }
 
-void phx_ckpt_dispatch(struct phx_agent *a)
+/* The main loop's source: the workers' connections and the writer's completions. */
+static void dispatch(void *ctx, short revents)
 {
+	struct phx_agent *a = ctx;
 	struct phx_ckpt *c = a->ckpt;
 	struct epoll_event ev[32];
 	int n;
 
+	(void)revents; /* called only when readable: epoll says what is */
 	if (!c)
 		return;
 	n = epoll_wait(c->ep_fd, ev, 32, 0);
@@ -521,8 +524,11 @@ void phx_ckpt_dispatch(struct phx_agent *a)
 	}
 }
 
-int phx_ckpt_fd(const struct phx_agent *a)
+static int dispatch_fd(void *ctx, short *events)
 {
+	const struct phx_agent *a = ctx;
+
+	*events = POLLIN;
 	return a->ckpt ? a->ckpt->ep_fd : -1;
 }
 
@@ -987,6 +993,7 @@ static int agree_restore(struct phx_agent *a, struct phx_ckpt *c, long *out)
 
 int phx_ckpt_setup(struct phx_agent *a)
 {
+	struct phx_agent_source source = { .fd = dispatch_fd, .handle = dispatch, .ctx = a };
 	struct phx_ckpt *c = calloc(1, sizeof(*c));
 	long restored = -1;
 
@@ -1022,6 +1029,8 @@ int phx_ckpt_setup(struct phx_agent *a)
 		phx_info("restoring checkpoint generation %ld (every shard verified)", restored);
 	if (ck_io_start(c) < 0)
 		goto oom;
+	if (phx_agent_pump_add(a, &source) < 0)
+		return PHX_EXIT_SETUP;
 	return 0;
 oom:
 	phx_error("out of memory setting up checkpoints");

@@ -65,6 +65,53 @@ static void on_aborted(void *arg, uint64_t gen, const char *reason)
 		 (unsigned long)gen, a->node, reason);
 }
 
+/* The main loop's source: the client's socket, which also paces the heartbeats. */
+static int link_fd(void *ctx, short *events)
+{
+	const struct phx_agent *a = ctx;
+
+	if (!a->ckptd)
+		return -1;
+	*events = phx_ckpt_client_events(a->ckptd->client);
+	return phx_ckpt_client_fd(a->ckptd->client);
+}
+
+static int link_timeout_ms(void *ctx)
+{
+	const struct phx_agent *a = ctx;
+	uint64_t now;
+	int t;
+
+	if (!a->ckptd)
+		return -1;
+	t = phx_ckpt_client_timeout_ms(a->ckptd->client);
+	if (!phx_ckpt_client_ready(a->ckptd->client))
+		return t;
+	now = phx_now_ns(CLOCK_MONOTONIC);
+	if (a->ckptd->next_beat_ns <= now)
+		return 0;
+	return (int)((a->ckptd->next_beat_ns - now) / 1000000ull);
+}
+
+/* After every poll (revents may be 0): the client's work and a heartbeat when due. */
+static void link_handle(void *ctx, short revents)
+{
+	struct phx_agent *a = ctx;
+	struct phx_agent_ckptd *d = a->ckptd;
+	uint64_t now;
+
+	if (!d)
+		return;
+	phx_ckpt_client_handle(d->client, revents);
+	if (!phx_ckpt_client_ready(d->client))
+		return;
+	now = phx_now_ns(CLOCK_MONOTONIC);
+	if (now < d->next_beat_ns)
+		return;
+	phx_ckpt_client_heartbeat(d->client, phx_agent_ckptd_newest_step(a));
+	d->next_beat_ns = now + (uint64_t)phx_ckpt_client_heartbeat_ms(d->client) * 1000000ull;
+}
+
 int phx_agent_ckptd_setup(struct phx_agent *a)
 {
 	const char *addr = phx_ckptd_address(&a->conf), *token = getenv("PHALANX_JOB_TOKEN");
@@ -74,6 +121,11 @@ int phx_agent_ckptd_setup(struct phx_agent *a)
 					   .aborted = on_aborted,
 					   .refused = on_refused };
 	struct phx_ckpt_client_conf cc = { 0 };
+	struct phx_agent_source source = { .fd = link_fd,
+					   .handle = link_handle,
+					   .timeout_ms = link_timeout_ms,
+					   .every_round = true,
+					   .ctx = a };
 	char err[512];
 
 	if (!addr[0])
@@ -107,6 +159,12 @@ int phx_agent_ckptd_setup(struct phx_agent *a)
 		a->ckptd = NULL;
 		return 0;
 	}
+	if (phx_agent_pump_add(a, &source) < 0) {
+		phx_ckpt_client_free(a->ckptd->client);
+		free(a->ckptd);
+		a->ckptd = NULL;
+		return 0;
+	}
 	/* Connects now, without waiting. */
 	phx_ckpt_client_handle(a->ckptd->client, 0);
 	return 0;
@@ -135,32 +193,6 @@ void phx_agent_ckptd_fini(struct phx_agent *a)
 	a->ckptd = NULL;
 }
 
-int phx_agent_ckptd_fd(const struct phx_agent *a)
-{
-	return a->ckptd ? phx_ckpt_client_fd(a->ckptd->client) : -1;
-}
-
-short phx_agent_ckptd_events(const struct phx_agent *a)
-{
-	return a->ckptd ? phx_ckpt_client_events(a->ckptd->client) : 0;
-}
-
-int phx_agent_ckptd_timeout_ms(const struct phx_agent *a)
-{
-	uint64_t now;
-	int t;
-
-	if (!a->ckptd)
-		return -1;
-	t = phx_ckpt_client_timeout_ms(a->ckptd->client);
-	if (!phx_ckpt_client_ready(a->ckptd->client))
-		return t;
-	now = phx_now_ns(CLOCK_MONOTONIC);
-	if (a->ckptd->next_beat_ns <= now)
-		return 0;
-	return (int)((a->ckptd->next_beat_ns - now) / 1000000ull);
-}
-
 uint64_t phx_agent_ckptd_newest_step(const struct phx_agent *a)
 {
 	const struct phx_hb_slot *s;
@@ -176,23 +208,6 @@ uint64_t phx_agent_ckptd_newest_step(const struct phx_agent *a)
 			best = v;
 	}
 	return best;
-}
-
-void phx_agent_ckptd_handle(struct phx_agent *a, short revents)
-{
-	struct phx_agent_ckptd *d = a->ckptd;
-	uint64_t now;
-
-	if (!d)
-		return;
-	phx_ckpt_client_handle(d->client, revents);
-	if (!phx_ckpt_client_ready(d->client))
-		return;
-	now = phx_now_ns(CLOCK_MONOTONIC);
-	if (now < d->next_beat_ns)
-		return;
-	phx_ckpt_client_heartbeat(d->client, phx_agent_ckptd_newest_step(a));
-	d->next_beat_ns = now + (uint64_t)phx_ckpt_client_heartbeat_ms(d->client) * 1000000ull;
 }
 
 void phx_agent_ckptd_report(struct phx_agent *a, const char *kind, uint64_t value,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The agent's link to phalanx-ckptd (agent_ckptd.c): one client per
- * agent, driven from phx_agent_pump, registered with the job; heartbeats
+ * agent, driven from its main loop, registered with the job; heartbeats
  * with the node's newest step and recovery reports. Nothing here blocks:
  * while the daemon is away training goes on and reports wait in the
  * client's queue. Without a daemon address or a job token it does nothing.
@@ -16,15 +16,12 @@
 struct phx_agent;
 struct phx_report;
 
-/* 0; a daemon that cannot be reached is not an error. */
+/*
+ * 0; a daemon that cannot be reached is not an error. The link registers
+ * with the agent's main loop (phx_agent_pump_add), which then drives it.
+ */
 int phx_agent_ckptd_setup(struct phx_agent *a);
 void phx_agent_ckptd_fini(struct phx_agent *a);
-/* For the poll loop: the fd (-1: none), its events, the longest wait in ms (-1: any). */
-int phx_agent_ckptd_fd(const struct phx_agent *a);
-short phx_agent_ckptd_events(const struct phx_agent *a);
-int phx_agent_ckptd_timeout_ms(const struct phx_agent *a);
-/* After poll (revents may be 0): the client's work and a heartbeat when due. */
-void phx_agent_ckptd_handle(struct phx_agent *a, short revents);
 /* Report kind ("crash", "hang", "straggler", "restart", "done"); reason may be NULL. */
 void phx_agent_ckptd_report(struct phx_agent *a, const char *kind, uint64_t value,
 			    const char *reason);

@@ -25,7 +25,6 @@
 #include "checkpoint/proto/heartbeat.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "launcher/agent/agent_ckptd.h"
 #include "launcher/agent/agent.h"
 
 unsigned phx_agent_running(const struct phx_agent *a)
@@ -243,43 +242,63 @@ static void handle_signals(struct phx_agent *a)
 	reap(a);
 }
 
-/* Signals, the agreement round, checkpoints; then the workers' pipes. */
-#define PUMP_FIXED 4
+int phx_agent_pump_add(struct phx_agent *a, const struct phx_agent_source *s)
+{
+	if (a->nsources == PHX_AGENT_SOURCES_MAX) {
+		phx_error("the agent's main loop has room for %d event sources; raise "
+			  "PHX_AGENT_SOURCES_MAX",
+			  PHX_AGENT_SOURCES_MAX);
+		return -1;
+	}
+	a->sources[a->nsources++] = *s;
+	return 0;
+}
+
+/* Signals, the agreement round, the sources; then the workers' pipes. */
+#define PUMP_FIXED 2
 
 int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extra_ready)
 {
-	struct pollfd pfd[PUMP_FIXED + 2 * 4096];
+	struct pollfd pfd[PUMP_FIXED + PHX_AGENT_SOURCES_MAX + 2 * 4096];
 	struct phx_worker *who[2 * 4096];
-	unsigned n = 0;
-	int rc, dt;
+	unsigned n = 0, fixed = PUMP_FIXED + a->nsources;
+	int rc;
 
 	pfd[n++] = (struct pollfd){ .fd = a->sig_fd, .events = POLLIN };
 	pfd[n++] = (struct pollfd){ .fd = extra_fd, .events = POLLIN };
-	pfd[n++] = (struct pollfd){ .fd = phx_ckpt_fd(a), .events = POLLIN };
-	pfd[n++] =
-		(struct pollfd){ .fd = phx_agent_ckptd_fd(a), .events = phx_agent_ckptd_events(a) };
+	for (unsigned k = 0; k < a->nsources; k++) {
+		const struct phx_agent_source *s = &a->sources[k];
+		short events = 0;
+		int fd = s->fd ? s->fd(s->ctx, &events) : -1;
+
+		pfd[n++] = (struct pollfd){ .fd = fd, .events = events };
+	}
 	for (unsigned i = 0; i < a->nproc; i++) {
 		struct phx_worker *w = &a->w[i];
 
 		if (w->out_fd >= 0) {
-			who[n - PUMP_FIXED] = w;
+			who[n - fixed] = w;
 			pfd[n++] = (struct pollfd){ .fd = w->out_fd, .events = POLLIN };
 		}
 		if (w->err_fd >= 0) {
-			who[n - PUMP_FIXED] = w;
+			who[n - fixed] = w;
 			pfd[n++] = (struct pollfd){ .fd = w->err_fd, .events = POLLIN };
 		}
 	}
 	if (extra_ready)
 		*extra_ready = false;
-	dt = phx_agent_ckptd_timeout_ms(a);
-	if (dt >= 0 && (timeout_ms < 0 || dt < timeout_ms))
-		timeout_ms = dt;
+	for (unsigned k = 0; k < a->nsources; k++) {
+		const struct phx_agent_source *s = &a->sources[k];
+		int t = s->timeout_ms ? s->timeout_ms(s->ctx) : -1;
+
+		if (t >= 0 && (timeout_ms < 0 || t < timeout_ms))
+			timeout_ms = t;
+	}
 	rc = poll(pfd, n, timeout_ms);
 	if (rc < 0)
 		return errno == EINTR ? 0 : -1;
-	for (unsigned i = PUMP_FIXED; i < n; i++) {
-		struct phx_worker *w = who[i - PUMP_FIXED];
+	for (unsigned i = fixed; i < n; i++) {
+		struct phx_worker *w = who[i - fixed];
 
 		if (!pfd[i].revents)
 			continue;
@@ -290,10 +309,13 @@ int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extr
 	}
 	if (pfd[0].revents)
 		handle_signals(a);
-	if (pfd[2].revents)
-		phx_ckpt_dispatch(a);
-	phx_agent_ckptd_handle(a, pfd[3].revents);
-	phx_agent_xid_poll(a);
+	for (unsigned k = 0; k < a->nsources; k++) {
+		const struct phx_agent_source *s = &a->sources[k];
+		short revents = pfd[PUMP_FIXED + k].revents;
+
+		if (revents || s->every_round)
+			s->handle(s->ctx, revents);
+	}
 	if (extra_fd >= 0 && pfd[1].revents && extra_ready)
 		*extra_ready = true;
 	return 0;

@@ -36,39 +36,6 @@ struct phx_xid_watch {
 	bool records; /* a device like /dev/kmsg: each read returns one whole record */
 };
 
-void phx_agent_xid_open(struct phx_agent *a)
-{
-	struct phx_health_ctx ctx = { .node = a->node };
-	const char *pattern = a->conf.launcher.kernel_log;
-	struct phx_xid_watch *x;
-	struct stat st;
-
-	if (!pattern || !*pattern)
-		return;
-	x = calloc(1, sizeof(*x));
-	if (!x)
-		return;
-	if (phx_health_expand(pattern, &ctx, x->path, sizeof(x->path)) < 0) {
-		phx_warn("launcher.kernel_log '%s' does not expand on %s; no Xid watch", pattern,
-			 a->node);
-		free(x);
-		return;
-	}
-	x->fd = open(x->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (x->fd < 0) {
-		phx_info("no Xid watch on %s: cannot read %s (%s); GPU errors are found by the "
-			 "workers' failures only (allow it with kernel.dmesg_restrict=0, or set "
-			 "launcher.kernel_log: \"\")",
-			 a->node, x->path, strerror(errno));
-		free(x);
-		return;
-	}
-	x->records = fstat(x->fd, &st) == 0 && S_ISCHR(st.st_mode);
-	/* Only what is logged from now on: /dev/kmsg and plain files both seek to the end. */
-	lseek(x->fd, 0, SEEK_END);
-	a->xid = x;
-}
-
 static void found(struct phx_agent *a, const struct phx_xid *e)
 {
 	char reason[256];
@@ -105,11 +72,14 @@ static void scan(struct phx_agent *a, struct phx_xid_watch *x)
 		x->len = 0;
 }
 
-void phx_agent_xid_poll(struct phx_agent *a)
+/* The main loop's source: every round, reading at most once a second. */
+static void poll_log(void *ctx, short revents)
 {
+	struct phx_agent *a = ctx;
 	struct phx_xid_watch *x = a->xid;
 	uint64_t now;
 
+	(void)revents; /* it has no fd: a plain file is always readable */
 	if (!x)
 		return;
 	now = phx_now_ns(CLOCK_MONOTONIC);
@@ -132,6 +102,45 @@ void phx_agent_xid_poll(struct phx_agent *a)
 			x->buf[x->len++] = '\n';
 		scan(a, x);
 	}
+}
+
+void phx_agent_xid_open(struct phx_agent *a)
+{
+	struct phx_health_ctx ctx = { .node = a->node };
+	const char *pattern = a->conf.launcher.kernel_log;
+	struct phx_agent_source source = { .handle = poll_log, .every_round = true, .ctx = a };
+	struct phx_xid_watch *x;
+	struct stat st;
+
+	if (!pattern || !*pattern)
+		return;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return;
+	if (phx_health_expand(pattern, &ctx, x->path, sizeof(x->path)) < 0) {
+		phx_warn("launcher.kernel_log '%s' does not expand on %s; no Xid watch", pattern,
+			 a->node);
+		free(x);
+		return;
+	}
+	x->fd = open(x->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (x->fd < 0) {
+		phx_info("no Xid watch on %s: cannot read %s (%s); GPU errors are found by the "
+			 "workers' failures only (allow it with kernel.dmesg_restrict=0, or set "
+			 "launcher.kernel_log: \"\")",
+			 a->node, x->path, strerror(errno));
+		free(x);
+		return;
+	}
+	x->records = fstat(x->fd, &st) == 0 && S_ISCHR(st.st_mode);
+	/* Only what is logged from now on: /dev/kmsg and plain files both seek to the end. */
+	lseek(x->fd, 0, SEEK_END);
+	if (phx_agent_pump_add(a, &source) < 0) {
+		close(x->fd);
+		free(x);
+		return;
+	}
+	a->xid = x;
 }
 
 void phx_agent_xid_close(struct phx_agent *a)
