@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "checkpoint/proto/heartbeat.h"
-#include "launcher/launch.h"
+#include "placement/torchenv.h"
+#include "launcher/env.h"
 
 static int envv_grow(struct phx_envv *e)
 {

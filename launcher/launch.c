@@ -15,13 +15,25 @@
 #include <unistd.h>
 
 #include "checkpoint/proto/heartbeat.h"
-#include "health/health.h"
-#include "common/hostlist.h"
 #include "common/clock.h"
+#include "common/conf.h"
+#include "common/hostlist.h"
 #include "common/log.h"
 #include "common/rundir.h"
-#include "launcher/agent/agent_ckptd.h"
+#include "health/health.h"
+#include "placement/rankmap.h"
+#include "placement/topo.h"
+#include "launcher/env.h"
+#include "launcher/launch.h"
+#include "launcher/options.h"
+#include "launcher/role.h"
 #include "launcher/agent/agent.h"
+#include "launcher/agent/agent_ckpt.h"
+#include "launcher/agent/agent_ckptd.h"
+#include "launcher/agent/agent_pmix.h"
+#include "launcher/agent/agent_workers.h"
+#include "launcher/agent/agent_xid.h"
+#include "launcher/driver/driver.h"
 
 static int load_conf(const struct phx_launch_opts *o, struct phx_conf *conf)
 {

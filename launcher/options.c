@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "launcher/launch.h"
-#include "launcher/driver/driver.h"
+#include "launcher/options.h"
+#include "launcher/role.h"
 
 enum {
 	OPT_AGENT = 0x100,

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "launcher/driver/driver.h"
+#include "launcher/options.h"
 
 const struct option phx_driver_long_opts[PHX_DRIVER_NOPTS] = {
 	{ "spares", required_argument, NULL, PHX_DOPT_SPARES },

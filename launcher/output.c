@@ -9,7 +9,8 @@
 #include <json-c/json.h>
 
 #include "common/file.h"
-#include "launcher/launch.h"
+#include "launcher/env.h"
+#include "launcher/output.h"
 
 void phx_linebuf_feed(struct phx_linebuf *lb, const char *data, size_t n, phx_line_fn fn, void *arg)
 {

@@ -16,7 +16,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "launcher/launch.h"
+#include "launcher/restart.h"
+#include "launcher/role.h"
 
 /*
  * The root cause: a worker that exited, died or stopped before one that

@@ -8,12 +8,13 @@
 #include "config.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/hex.h"
-#include "launcher/driver/driver.h"
+#include "launcher/result.h"
 
 #define RESULT_VERSION "1"
 #define RESULT_WHAT "workers-failed"

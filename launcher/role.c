@@ -8,13 +8,14 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "placement/layout.h"
 #include "common/log.h"
-#include "launcher/launch.h"
+#include "launcher/role.h"
 
 const char *phx_restart_policy_name(enum phx_restart_policy p)
 {

@@ -14,7 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/launch.h"
+#include "launcher/role.h"
+#include "launcher/straggler.h"
 
 int phx_rate_format(const struct phx_rate *r, char *buf, size_t len, size_t *off)
 {

@@ -1,36 +1,31 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The running agent: its state and the parts that touch processes and PMIx. */
-#ifndef PHX_LAUNCH_AGENT_RUN_H
-#define PHX_LAUNCH_AGENT_RUN_H
+/*
+ * The running agent: its state, shared by the agent's parts (each has its
+ * own header), the main loop's round with the event sources the parts
+ * register, and the supervision loop.
+ */
+#ifndef PHX_LAUNCHER_AGENT_AGENT_H
+#define PHX_LAUNCHER_AGENT_AGENT_H
 
 #include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
-#include <pmix.h>
+#include "common/conf.h"
+#include "placement/rankmap.h"
+#include "placement/torchenv.h"
+#include "launcher/output.h"
+#include "launcher/restart.h"
+#include "launcher/role.h"
+#include "launcher/agent/agent_pmix.h"
 
-#include "launcher/launch.h"
-#include "checkpoint/node/ckpt.h"
-
-/* PMIx: the agent's identity and the agreement rounds. */
-struct phx_pmix {
-	pmix_proc_t me;
-	uint32_t size; /* agents in the step */
-	int done_pipe[2]; /* a non-blocking fence writes its status here */
-	bool in_flight;
-	bool inited;
-};
-
-int phx_pmix_init(struct phx_pmix *pm, char *err, size_t errlen);
-void phx_pmix_fini(struct phx_pmix *pm);
-/* Put + Commit + Fence (collecting) + Get of key from every agent; values[size], free each. */
-int phx_pmix_allgather(struct phx_pmix *pm, const char *key, const char *value, char **values,
-		       char *err, size_t errlen);
-/* The same without blocking: done_pipe[0] turns readable when it is done. */
-int phx_pmix_round_start(struct phx_pmix *pm, const char *key, const char *value, char *err,
-			 size_t errlen);
-int phx_pmix_round_finish(struct phx_pmix *pm, const char *key, char **values, char *err,
-			  size_t errlen);
+struct phx_launch_opts;
+struct phx_node_topo;
+struct phx_rate;
+struct phx_ckpt;
+struct phx_agent_ckptd;
+struct phx_xid_watch;
 
 #define PHX_RATE_SAMPLES 64
 
@@ -139,19 +134,6 @@ struct phx_agent {
 	unsigned nsources;
 };
 
-/* Xid errors in the node's kernel log (launcher.kernel_log), checked at most once a second. */
-void phx_agent_xid_open(struct phx_agent *a);
-void phx_agent_xid_close(struct phx_agent *a);
-
-/* Wire-up: facts exchange, placement, this node's rank map. An exit code or 0. */
-int phx_agent_wireup(struct phx_agent *a);
-/* A free TCP port on this node, 0 when none. */
-unsigned phx_free_port(void);
-
-/* Processes. */
-int phx_agent_spawn_all(struct phx_agent *a);
-/* TERM (and CONT) to every worker's group, --term-timeout, KILL; reaps all, orphans too. */
-void phx_agent_stop_all(struct phx_agent *a);
 /*
  * One poll round: output, signals, reaping, the registered sources;
  * timeout_ms may be 0. extra_fd: also watched.
@@ -159,37 +141,6 @@ void phx_agent_stop_all(struct phx_agent *a);
 int phx_agent_pump(struct phx_agent *a, int timeout_ms, int extra_fd, bool *extra_ready);
 /* Adds a source (copied) to every pump round from now on; 0, or -1 when the table is full. */
 int phx_agent_pump_add(struct phx_agent *a, const struct phx_agent_source *s);
-unsigned phx_agent_running(const struct phx_agent *a);
-void phx_agent_close_outputs(struct phx_agent *a);
-void phx_agent_forward(struct phx_agent *a, int sig);
-
-/* Hang evidence of a worker, printed before it is killed. */
-void phx_agent_evidence(struct phx_agent *a, const struct phx_worker *w);
-
-/* The driver's result line on stderr (driver.h), msg: the error file's message or "". */
-void phx_agent_print_result(struct phx_agent *a, const struct phx_report *r, const char *msg);
-
-/* One worker's start in its slot, with the role's command and environment. */
-int phx_agent_spawn_one(struct phx_agent *a, struct phx_worker *w);
-/* TERM, --term-timeout, KILL to one worker's process group; reaps it. */
-void phx_agent_stop_one(struct phx_agent *a, struct phx_worker *w);
-/* Recomputes the local report from the workers' states. */
-void phx_agent_update_report(struct phx_agent *a);
-
-/* Straggler sampling: each worker's step time over the window, as report text. */
-void phx_agent_sample_rates(struct phx_agent *a);
-void phx_agent_rates_text(struct phx_agent *a, char *buf, size_t len);
-/* From every report of a round: log and record the stragglers not reported yet. */
-void phx_agent_find_stragglers(struct phx_agent *a, char **values, const struct phx_report *r);
-
-/*
- * Preemption: asks this node's workers to save (the heartbeat page's
- * save_request, and the signal when it did not come to this agent
- * itself), then gives them --preempt-grace seconds to exit.
- */
-void phx_agent_preempt(struct phx_agent *a, bool by_signal);
-/* Stops the workers after the grace; the node is PREEMPTED once they are gone. */
-void phx_agent_preempt_check(struct phx_agent *a);
 
 /* The supervision loop with the agreement rounds. The exit code. */
 int phx_agent_supervise(struct phx_agent *a);

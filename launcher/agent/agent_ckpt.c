@@ -30,8 +30,12 @@
 #include "common/log.h"
 #include "common/rundir.h"
 #include "checkpoint/node/ckpt_int.h"
-#include "launcher/agent/agent_ckptd.h"
+#include "launcher/launch.h"
+#include "launcher/options.h"
 #include "launcher/agent/agent.h"
+#include "launcher/agent/agent_ckpt.h"
+#include "launcher/agent/agent_ckptd.h"
+#include "launcher/agent/agent_pmix.h"
 #include "phalanx.h"
 
 #define TAG_LISTEN 0u

@@ -33,6 +33,7 @@
 #include "common/log.h"
 #include "checkpoint/node/ckpt_int.h"
 #include "launcher/agent/agent.h"
+#include "launcher/agent/agent_pmix.h"
 
 #define RECV_TIMEOUT_MS 30000
 /* How long a node waits for the copies announced to it before it restores without them. */

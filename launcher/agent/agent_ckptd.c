@@ -20,9 +20,12 @@
 #include "checkpoint/proto/heartbeat.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "launcher/options.h"
+#include "launcher/output.h"
+#include "launcher/restart.h"
+#include "launcher/agent/agent.h"
 #include "launcher/agent/agent_ckptd.h"
 #include "launcher/agent/agent_ckptd_int.h"
-#include "launcher/agent/agent.h"
 
 static void on_connected(void *arg, uint64_t committed, uint64_t step)
 {

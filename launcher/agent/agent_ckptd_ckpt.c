@@ -22,9 +22,9 @@
 #include "checkpoint/proto/digest.h"
 #include "common/log.h"
 #include "checkpoint/node/ckpt_int.h"
+#include "launcher/agent/agent.h"
 #include "launcher/agent/agent_ckptd.h"
 #include "launcher/agent/agent_ckptd_int.h"
-#include "launcher/agent/agent.h"
 
 /* This node's shards of g in tier t into m; their count, or -1. */
 static long fill_mine(struct phx_agent *a, const struct ck_gen *g, enum phx_ckpt_tier t,

@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "launcher/options.h"
 #include "launcher/agent/agent.h"
+#include "launcher/agent/agent_workers.h"
 
 static void print_lines(unsigned long rank, const char *what, char *text)
 {

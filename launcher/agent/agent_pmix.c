@@ -21,12 +21,17 @@
 
 #include <json-c/json.h>
 
-#include "placement/fabric.h"
 #include "common/hostlist.h"
 #include "common/log.h"
+#include "placement/layout.h"
 #include "placement/placement.h"
 #include "placement/rankmap.h"
+#include "launcher/env.h"
+#include "launcher/launch.h"
+#include "launcher/options.h"
+#include "launcher/role.h"
 #include "launcher/agent/agent.h"
+#include "launcher/agent/agent_pmix.h"
 
 #define FACTS_KEY "phx.facts"
 

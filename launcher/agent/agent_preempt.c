@@ -17,7 +17,11 @@
 #include "checkpoint/proto/heartbeat.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "launcher/options.h"
+#include "launcher/restart.h"
 #include "launcher/agent/agent.h"
+#include "launcher/agent/agent_preempt.h"
+#include "launcher/agent/agent_workers.h"
 
 void phx_agent_preempt(struct phx_agent *a, bool by_signal)
 {

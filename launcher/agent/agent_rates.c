@@ -22,8 +22,12 @@
 #include "checkpoint/proto/heartbeat.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "launcher/agent/agent_ckptd.h"
+#include "launcher/options.h"
+#include "launcher/restart.h"
+#include "launcher/straggler.h"
 #include "launcher/agent/agent.h"
+#include "launcher/agent/agent_ckptd.h"
+#include "launcher/agent/agent_rates.h"
 
 void phx_agent_sample_rates(struct phx_agent *a)
 {

@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include "checkpoint/proto/heartbeat.h"
+#include "launcher/restart.h"
+#include "launcher/result.h"
 #include "launcher/agent/agent.h"
+#include "launcher/agent/agent_result.h"
 
 void phx_agent_print_result(struct phx_agent *a, const struct phx_report *r, const char *msg)
 {

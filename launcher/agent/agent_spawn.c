@@ -25,7 +25,14 @@
 #include "checkpoint/proto/heartbeat.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "placement/torchenv.h"
+#include "launcher/env.h"
+#include "launcher/options.h"
+#include "launcher/output.h"
+#include "launcher/restart.h"
+#include "launcher/role.h"
 #include "launcher/agent/agent.h"
+#include "launcher/agent/agent_workers.h"
 
 unsigned phx_agent_running(const struct phx_agent *a)
 {

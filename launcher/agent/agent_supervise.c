@@ -21,8 +21,19 @@
 #include "checkpoint/proto/heartbeat.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "launcher/agent/agent_ckptd.h"
+#include "launcher/launch.h"
+#include "launcher/options.h"
+#include "launcher/output.h"
+#include "launcher/restart.h"
+#include "launcher/role.h"
 #include "launcher/agent/agent.h"
+#include "launcher/agent/agent_ckpt.h"
+#include "launcher/agent/agent_ckptd.h"
+#include "launcher/agent/agent_pmix.h"
+#include "launcher/agent/agent_preempt.h"
+#include "launcher/agent/agent_rates.h"
+#include "launcher/agent/agent_result.h"
+#include "launcher/agent/agent_workers.h"
 
 #define GO_ON (-1) /* not an exit code: keep supervising */
 

@@ -22,8 +22,9 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "health/xid.h"
-#include "launcher/agent/agent_ckptd.h"
 #include "launcher/agent/agent.h"
+#include "launcher/agent/agent_ckptd.h"
+#include "launcher/agent/agent_xid.h"
 
 #define XID_PERIOD_NS 1000000000ull
 

@@ -27,13 +27,20 @@
 #include <slurm/slurm_errno.h>
 
 #include "common/clock.h"
+#include "common/conf.h"
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "common/requeue.h"
 #include "health/preflight.h"
-#include "launcher/driver/driver_ckptd.h"
+#include "launcher/env.h"
 #include "launcher/launch.h"
+#include "launcher/options.h"
+#include "launcher/output.h"
+#include "launcher/result.h"
 #include "launcher/driver/driver.h"
+#include "launcher/driver/driver_ckptd.h"
+#include "launcher/driver/driver_plan.h"
+#include "launcher/driver/driver_preflight.h"
 
 #define POLL_MS 1000 /* between looks at Slurm's node states */
 #define KILL_WAIT_MS 200 /* step killed: srun passes on what it has, then goes */

@@ -15,7 +15,8 @@
 #include "placement/layout.h"
 #include "common/log.h"
 #include "launcher/launch.h"
-#include "launcher/driver/driver.h"
+#include "launcher/result.h"
+#include "launcher/driver/driver_plan.h"
 
 size_t phx_drv_pick(const bool *bad, size_t n, unsigned want, size_t *idx)
 {
@@ -178,4 +179,9 @@ void phx_drv_decide(struct phx_drv_state *s, const struct phx_drv_outcome *o,
 	}
 	s->relaunches++;
 	d->nodes = s->want;
+}
+
+bool phx_drv_preempted(bool signalled, int status)
+{
+	return signalled && status == PHX_EXIT_REQUEUE;
 }

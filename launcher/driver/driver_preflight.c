@@ -12,7 +12,7 @@
 
 #include "common/log.h"
 #include "health/preflight.h"
-#include "launcher/driver/driver.h"
+#include "launcher/driver/driver_preflight.h"
 
 static int recorded(const struct phx_conf *conf, const char *path, char *const *hosts, size_t n,
 		    struct phx_check_verdict *out, char *err, size_t errlen)

@@ -10,8 +10,7 @@
 #include <string.h>
 
 #include "health/preflight.h"
-#include "launcher/launch.h"
-#include "launcher/driver/driver.h"
+#include "launcher/driver/driver_preflight.h"
 
 static bool member(const size_t *v, size_t n, size_t x)
 {
@@ -56,9 +55,4 @@ void phx_drv_verdicts_for(const struct phx_check_verdict *all, size_t nall, char
 		out[i].state = PHX_CHECK_FAILED;
 		snprintf(out[i].reason, sizeof(out[i].reason), "no result for it in %s", source);
 	}
-}
-
-bool phx_drv_preempted(bool signalled, int status)
-{
-	return signalled && status == PHX_EXIT_REQUEUE;
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/driver/driver.h"
+#include "launcher/result.h"
 #include "tests/fuzz/fuzz.h"
 
 const char phx_fuzz_corpus_name[] = "result";

@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/launch.h"
+#include "launcher/restart.h"
+#include "launcher/role.h"
+#include "launcher/straggler.h"
 #include "tests/fuzz/fuzz.h"
 
 const char phx_fuzz_corpus_name[] = "role";

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "launcher/launch.h"
+#include "launcher/options.h"
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])) - 1)
 

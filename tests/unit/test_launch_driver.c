@@ -18,7 +18,10 @@
 
 #include "health/preflight.h"
 #include "launcher/launch.h"
-#include "launcher/driver/driver.h"
+#include "launcher/options.h"
+#include "launcher/result.h"
+#include "launcher/driver/driver_plan.h"
+#include "launcher/driver/driver_preflight.h"
 
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])) - 1)
 

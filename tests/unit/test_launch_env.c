@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "launcher/launch.h"
+#include "launcher/env.h"
 
 static void test_envv_copy_drops_pmix(void **state)
 {

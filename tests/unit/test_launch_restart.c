@@ -11,7 +11,9 @@
 
 #include <cmocka.h>
 
-#include "launcher/launch.h"
+#include "launcher/output.h"
+#include "launcher/restart.h"
+#include "launcher/role.h"
 
 static struct phx_report running(unsigned epoch)
 {

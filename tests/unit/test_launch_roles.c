@@ -16,7 +16,9 @@
 
 #include <cmocka.h>
 
-#include "launcher/launch.h"
+#include "launcher/restart.h"
+#include "launcher/role.h"
+#include "launcher/straggler.h"
 
 static char err[512];
 

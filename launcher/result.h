@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The agents' result line (result.c), printed by an agent, read by the
+ * driver from srun's stderr, and srun's own lines the driver looks for.
+ * Pure; the parsers take any bytes (they are fuzzed).
+ */
+#ifndef PHX_LAUNCHER_RESULT_H
+#define PHX_LAUNCHER_RESULT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The line an agent prints on stderr when its workers gave up, so the
+ * driver (reading srun's stderr) learns the root cause:
+ *   phalanx: result 1 workers-failed rank=R node=N kind=K code=C step=S
+ *   restarts=E msg=TEXT
+ * all on one line; N and TEXT are percent-encoded (no spaces, no '%', no
+ * control bytes, at most PHX_RESULT_MSG_MAX bytes of message).
+ */
+#define PHX_RESULT_PREFIX "phalanx: result "
+#define PHX_RESULT_MSG_MAX 512
+
+struct phx_result {
+	long rank; /* global rank of the root cause, -1 */
+	char node[256];
+	int kind; /* enum phx_fail_kind */
+	int code;
+	uint64_t step; /* last step the rank reported; 0: none */
+	unsigned restarts; /* in-step restarts that were made */
+	char msg[PHX_RESULT_MSG_MAX + 1]; /* first line of the exception, "" */
+};
+
+/* The whole line with a newline; returns snprintf's value. */
+int phx_result_format(const struct phx_result *r, char *buf, size_t len);
+/* A line (without or with its newline); 0, or -1 when it is not a result line. */
+int phx_result_parse(const char *line, size_t len, struct phx_result *r);
+
+/*
+ * srun's reports: 1 "Node failure on NODE", 2 the agent on NODE was
+ * killed by a signal (node gets the names of these two), 3 the step's
+ * launch failed, 0 any other line.
+ */
+int phx_srun_line_parse(const char *line, size_t len, char *node, size_t nodelen);
+
+#endif
