@@ -268,7 +268,7 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 		return PHX_EXIT_SETUP;
 	for (unsigned i = 0; i < a->nproc; i++)
 		a->w[i].out_fd = a->w[i].err_fd = a->w[i].log_fd = -1;
-	rc = phx_ckpt_setup(a);
+	rc = phx_agent_ckpt_setup(a);
 	if (rc)
 		return rc;
 	phx_agent_ckptd_setup(a);
@@ -299,7 +299,7 @@ static void cleanup(struct phx_agent *a)
 {
 	phx_agent_xid_close(a);
 	phx_agent_ckptd_fini(a);
-	phx_ckpt_fini(a);
+	phx_agent_ckpt_fini(a);
 	for (unsigned i = 0; a->w && i < a->nproc; i++) {
 		if (a->w[i].log_fd >= 0)
 			close(a->w[i].log_fd);

@@ -589,7 +589,7 @@ static void announce(struct phx_ckpt *c, const struct ck_gen *g, char *buf, size
 	free(s);
 }
 
-void phx_ckpt_round_value(struct phx_agent *a, char *buf, size_t len)
+void phx_agent_ckpt_round_value(struct phx_agent *a, char *buf, size_t len)
 {
 	struct phx_ckpt *c = a->ckpt;
 	struct phx_ckpt_state st;
@@ -707,7 +707,7 @@ static void commit_tier(struct phx_agent *a, enum phx_ckpt_tier t, long step)
 	ck_io_submit(c, j);
 }
 
-void phx_ckpt_round_result(struct phx_agent *a, char **values)
+void phx_agent_ckpt_round_result(struct phx_agent *a, char **values)
 {
 	struct phx_ckpt *c = a->ckpt;
 	struct phx_ckpt_state *st = calloc(a->pmix.size, sizeof(*st));
@@ -753,7 +753,7 @@ static bool persisting(const struct phx_ckpt *c)
 	return false;
 }
 
-void phx_ckpt_finish(struct phx_agent *a)
+void phx_agent_ckpt_finish(struct phx_agent *a)
 {
 	struct phx_ckpt *c = a->ckpt;
 	char **values, mine[8192] = "", err[1024];
@@ -768,7 +768,7 @@ void phx_ckpt_finish(struct phx_agent *a)
 			io_done(c);
 	}
 	values = calloc(a->pmix.size, sizeof(*values));
-	phx_ckpt_round_value(a, mine, sizeof(mine));
+	phx_agent_ckpt_round_value(a, mine, sizeof(mine));
 	if (!values ||
 	    phx_pmix_allgather(&a->pmix, "phx.ck.final", mine, values, err, sizeof(err)) < 0) {
 		phx_error("the last checkpoint agreement failed: %s; generations saved since the "
@@ -777,13 +777,13 @@ void phx_ckpt_finish(struct phx_agent *a)
 		free(values);
 		return;
 	}
-	phx_ckpt_round_result(a, values);
+	phx_agent_ckpt_round_result(a, values);
 	for (size_t i = 0; i < a->pmix.size; i++)
 		free(values[i]);
 	free(values);
 }
 
-void phx_ckpt_restart(struct phx_agent *a)
+void phx_agent_ckpt_restart(struct phx_agent *a)
 {
 	struct phx_ckpt *c = a->ckpt;
 
@@ -995,7 +995,7 @@ static int agree_restore(struct phx_agent *a, struct phx_ckpt *c, long *out)
 	return rc;
 }
 
-int phx_ckpt_setup(struct phx_agent *a)
+int phx_agent_ckpt_setup(struct phx_agent *a)
 {
 	struct phx_agent_source source = { .fd = dispatch_fd, .handle = dispatch, .ctx = a };
 	struct phx_ckpt *c = calloc(1, sizeof(*c));
@@ -1041,7 +1041,7 @@ oom:
 	return PHX_EXIT_SETUP;
 }
 
-void phx_ckpt_fini(struct phx_agent *a)
+void phx_agent_ckpt_fini(struct phx_agent *a)
 {
 	struct phx_ckpt *c = a->ckpt;
 

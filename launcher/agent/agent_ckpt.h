@@ -15,15 +15,15 @@ struct phx_agent;
  * After the wire-up, before the first workers: the workers' socket, the
  * tiers, what to restore; registers with the main loop. 0 or an exit code.
  */
-int phx_ckpt_setup(struct phx_agent *a);
-void phx_ckpt_fini(struct phx_agent *a);
+int phx_agent_ckpt_setup(struct phx_agent *a);
+void phx_agent_ckpt_fini(struct phx_agent *a);
 /* Appends "|STATE" to this agent's round report in buf. */
-void phx_ckpt_round_value(struct phx_agent *a, char *buf, size_t len);
+void phx_agent_ckpt_round_value(struct phx_agent *a, char *buf, size_t len);
 /* Takes the "|STATE" off every agent's report (values) and commits what all hold. */
-void phx_ckpt_round_result(struct phx_agent *a, char **values);
+void phx_agent_ckpt_round_result(struct phx_agent *a, char **values);
 /* Every worker finished: persist what is staged and commit it with the others (blocks). */
-void phx_ckpt_finish(struct phx_agent *a);
+void phx_agent_ckpt_finish(struct phx_agent *a);
 /* The workers were stopped for an in-job restart: drop what they left half done. */
-void phx_ckpt_restart(struct phx_agent *a);
+void phx_agent_ckpt_restart(struct phx_agent *a);
 
 #endif

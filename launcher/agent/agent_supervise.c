@@ -328,7 +328,7 @@ static int restart(struct phx_agent *a, const struct phx_report *r, const struct
 	}
 	if (mine == PHX_ACT_RESTART && group) {
 		phx_agent_stop_all(a);
-		phx_ckpt_restart(a);
+		phx_agent_ckpt_restart(a);
 	}
 	if (d->barrier && restart_barrier(a, values, d) < 0) {
 		phx_agent_stop_all(a);
@@ -380,7 +380,7 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 	round_key(a, a->rounds, key, sizeof(key));
 	rc = phx_pmix_round_finish(&a->pmix, key, values, err, sizeof(err));
 	if (rc == 0) {
-		phx_ckpt_round_result(a, values);
+		phx_agent_ckpt_round_result(a, values);
 		rc = read_reports(a, values, reports);
 		if (rc == 0)
 			phx_agent_find_stragglers(a, values, reports);
@@ -420,7 +420,7 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 	case PHX_ACT_SUCCESS:
 		/* The workers are gone; what they left running is not. */
 		phx_agent_stop_all(a);
-		phx_ckpt_finish(a);
+		phx_agent_ckpt_finish(a);
 		if (a->pmix.me.rank == 0)
 			phx_info("all %lu workers finished (%u restart(s))", a->world,
 				 restarts_total(a));
@@ -451,7 +451,7 @@ static int start_round(struct phx_agent *a)
 	if (with_rates)
 		phx_agent_rates_text(a, rates, sizeof(rates));
 	phx_report_format(&a->local, with_rates ? rates : NULL, report, sizeof(report));
-	phx_ckpt_round_value(a, report, sizeof(report));
+	phx_agent_ckpt_round_value(a, report, sizeof(report));
 	round_key(a, ++a->rounds, key, sizeof(key));
 	if (phx_pmix_round_start(&a->pmix, key, report, err, sizeof(err)) < 0) {
 		phx_error("agreement round: %s", err);
