@@ -32,7 +32,9 @@ static const char *slurm_err(void)
 	return str && get ? str(get()) : strerror(errno);
 }
 
-int phx_slurm_drain(const char *node, const char *reason, char *err, size_t errlen)
+/* reason_uid NULL: the one slurm_init_update_node_msg() sets. */
+static int drain(const char *node, const char *reason, const uid_t *reason_uid, char *err,
+		 size_t errlen)
 {
 	update_node_msg_t msg;
 	init_update_fn init;
@@ -46,7 +48,20 @@ int phx_slurm_drain(const char *node, const char *reason, char *err, size_t errl
 	msg.node_names = (char *)node;
 	msg.node_state = NODE_STATE_DRAIN;
 	msg.reason = (char *)reason;
+	if (reason_uid)
+		msg.reason_uid = (uint32_t)*reason_uid;
 	if (update(&msg) != SLURM_SUCCESS)
 		return phx_errf(err, errlen, "%s", slurm_err());
 	return 0;
+}
+
+int phx_slurm_drain(const char *node, const char *reason, char *err, size_t errlen)
+{
+	return drain(node, reason, NULL, err, errlen);
+}
+
+int phx_slurm_drain_by(const char *node, const char *reason, uid_t reason_uid, char *err,
+		       size_t errlen)
+{
+	return drain(node, reason, &reason_uid, err, errlen);
 }

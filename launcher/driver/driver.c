@@ -28,6 +28,7 @@
 
 #include "common/clock.h"
 #include "common/conf.h"
+#include "common/drain.h"
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "common/requeue.h"
@@ -106,19 +107,13 @@ static long alloc_index(const struct driver *dr, const char *name)
 
 static void drain_node(const char *node, const char *reason)
 {
-	update_node_msg_t m;
-	char why[512];
+	char why[512], err[256];
 
-	slurm_init_update_node_msg(&m);
 	snprintf(why, sizeof(why), "phalanx-launch: %s", reason);
-	m.node_names = (char *)node;
-	m.node_state = NODE_STATE_DRAIN;
-	m.reason = why;
-	m.reason_uid = getuid();
-	if (slurm_update_node(&m) != SLURM_SUCCESS)
+	if (phx_slurm_drain_by(node, why, getuid(), err, sizeof(err)) < 0)
 		phx_warn("cannot drain node %s: %s; it is only excluded from this job (draining "
 			 "needs Slurm operator rights)",
-			 node, slurm_strerror(errno));
+			 node, err);
 	else
 		phx_info("drained node %s (%s)", node, reason);
 }
