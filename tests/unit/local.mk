@@ -49,7 +49,7 @@ UNIT_TESTS = \
 	tests/unit/test_requeue \
 	tests/unit/test_goodput \
 	tests/unit/test_xid \
-	tests/unit/test_launch_daemon
+	tests/unit/test_launch_ckptd
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 noinst_HEADERS += tests/unit/scratch.h
@@ -134,6 +134,6 @@ tests_unit_test_goodput_SOURCES = tests/unit/test_goodput.c
 tests_unit_test_goodput_LDADD = $(PHX_CKPTD_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_xid_SOURCES = tests/unit/test_xid.c
 tests_unit_test_xid_LDADD = $(PHX_HEALTH_LIBS) $(PHX_UNIT_LDADD)
-tests_unit_test_launch_daemon_SOURCES = tests/unit/test_launch_daemon.c
-tests_unit_test_launch_daemon_LDADD = $(PHX_AGENT_LIBS) $(PHX_UNIT_LDADD)
+tests_unit_test_launch_ckptd_SOURCES = tests/unit/test_launch_ckptd.c
+tests_unit_test_launch_ckptd_LDADD = $(PHX_AGENT_LIBS) $(PHX_UNIT_LDADD)
 endif
