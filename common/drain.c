@@ -20,16 +20,15 @@
 typedef void (*init_update_fn)(update_node_msg_t *msg);
 typedef int (*update_node_fn)(update_node_msg_t *msg);
 typedef char *(*strerror_fn)(int errnum);
-typedef int (*get_errno_fn)(void);
 
+/* Slurm's calls leave their error in errno (slurm_get_errno(), gone in 24.11, read it). */
 static const char *slurm_err(void)
 {
+	int err = errno;
 	strerror_fn str;
-	get_errno_fn get;
 
 	*(void **)&str = dlsym(RTLD_DEFAULT, "slurm_strerror");
-	*(void **)&get = dlsym(RTLD_DEFAULT, "slurm_get_errno");
-	return str && get ? str(get()) : strerror(errno);
+	return str ? str(err) : strerror(err);
 }
 
 /* reason_uid NULL: the one slurm_init_update_node_msg() sets. */

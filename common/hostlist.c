@@ -13,6 +13,7 @@
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "common/saturate.h"
+#include "common/slurm_compat.h"
 
 void phx_hostnames_free(struct phx_hostnames *hosts)
 {
@@ -161,7 +162,7 @@ int phx_hostlist_check_size(const char *expr, uint64_t max_hosts, uint64_t max_r
 
 int phx_hostlist_expand(const char *expr, struct phx_hostnames *out, char *err, size_t errlen)
 {
-	hostlist_t hl;
+	phx_slurm_hostlist_t hl;
 	int count;
 	char *name;
 
@@ -217,7 +218,7 @@ fail:
 
 char *phx_hostlist_compress(char *const *names, size_t count, char *err, size_t errlen)
 {
-	hostlist_t hl;
+	phx_slurm_hostlist_t hl;
 	char *ranged;
 
 	if (count == 0) {
@@ -239,7 +240,7 @@ char *phx_hostlist_compress(char *const *names, size_t count, char *err, size_t 
 			return NULL;
 		}
 	}
-	ranged = slurm_hostlist_ranged_string_malloc(hl);
+	ranged = phx_slurm_hostlist_ranged(hl);
 	slurm_hostlist_destroy(hl);
 	if (!ranged)
 		snprintf(err, errlen, "out of memory");

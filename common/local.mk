@@ -16,6 +16,7 @@ common_libphxcommon_la_SOURCES = \
 	common/gpulist.c common/gpulist.h \
 	common/drain.c common/drain.h \
 	common/requeue.c common/requeue.h \
+	common/slurm_compat.c common/slurm_compat.h \
 	common/saturate.h
 # libslurm is resolved at load time inside srun/slurmstepd, so it is linked
 # into the programs, never into a convenience library.

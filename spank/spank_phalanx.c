@@ -25,6 +25,16 @@
 
 SPANK_PLUGIN(phalanx, 1);
 
+/*
+ * Return values: Slurm fails the step on any nonzero return of a required
+ * plugin's callback (since 23.11 also of user_init and task_post_fork, and
+ * srun's local_user_init); only what must stop the step returns -1.
+ */
+#if HAVE_DECL_SLURM_SPANK_INIT_FAILURE_MODE
+/* 25.05: slurm_spank_init fails only when the site's configuration does not load: the node's fault. */
+int slurm_spank_init_failure_mode = ESPANK_NODE_FAILURE;
+#endif
+
 static struct phx_conf site_conf;
 /* slurmstepd: worked out in user_init, inherited by every forked task. */
 static struct phx_step step;
@@ -127,6 +137,7 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 	return phx_local_check_step(sp, &phx_opts);
 }
 
+/* What goes wrong here is reported and the tasks check again; never fail the step. */
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	phx_step_prepare(sp, &site_conf, &phx_opts, &step);

@@ -23,6 +23,7 @@
 #include "checkpoint/ckptd/ckptd_slurm.h"
 #include "checkpoint/ckptd/recovery_policy.h"
 #include "common/log.h"
+#include "common/slurm_compat.h"
 
 static int fail(char *err, size_t errlen, const char *what)
 {
@@ -56,7 +57,7 @@ int ckptd_slurm_bad_nodes(const char *hostlist, void (*fn)(void *arg, const char
 			  char *err, size_t errlen)
 {
 	node_info_msg_t *resp = NULL;
-	hostlist_t hl;
+	phx_slurm_hostlist_t hl;
 
 	if (!*hostlist)
 		return 0;

@@ -32,6 +32,7 @@
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "common/requeue.h"
+#include "common/slurm_compat.h"
 #include "health/preflight.h"
 #include "launcher/env.h"
 #include "launcher/launch.h"
@@ -446,7 +447,7 @@ static void kill_step(struct driver *dr, struct step *s)
 	uint32_t id = find_step(dr, s->pid);
 
 	s->killed = true;
-	if (id != NO_VAL && slurm_kill_job_step(dr->job_id, id, SIGKILL) != SLURM_SUCCESS)
+	if (id != NO_VAL && phx_slurm_kill_job_step(dr->job_id, id, SIGKILL) != SLURM_SUCCESS)
 		phx_warn("cannot kill step %u.%u: %s", dr->job_id, id, slurm_strerror(errno));
 	phx_info("stopped step %u.%u after a node failure", dr->job_id, id);
 }
@@ -465,7 +466,7 @@ static void forward_preemption(struct driver *dr, struct step *s, int sig)
 			 "and stop, then the job is requeued",
 			 dr->job_id, sig);
 	dr->preempted = true;
-	if (id == NO_VAL || slurm_kill_job_step(dr->job_id, id, (uint16_t)sig) != SLURM_SUCCESS) {
+	if (id == NO_VAL || phx_slurm_kill_job_step(dr->job_id, id, (uint16_t)sig) != SLURM_SUCCESS) {
 		/* No step known yet: srun passes the signal on to the agents. */
 		phx_debug("signalling srun instead of step %u.%u", dr->job_id, id);
 		kill(s->pid, sig);
