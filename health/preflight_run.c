@@ -199,7 +199,7 @@ int phx_check_run(char *const *hosts, size_t n, const struct phx_conf *conf,
 	char *argv[16];
 	struct phx_check_results got = { 0 };
 	int fd = -1, argc = 0, rc, status,
-		timeout = opts && opts->timeout_s ? opts->timeout_s : conf->check.timeout_s;
+	    timeout = opts && opts->timeout_s ? opts->timeout_s : conf->check.timeout_s;
 	size_t len = 0;
 	pid_t pid;
 

@@ -31,7 +31,7 @@ SPANK_PLUGIN(phalanx, 1);
  * srun's local_user_init); only what must stop the step returns -1.
  */
 #if HAVE_DECL_SLURM_SPANK_INIT_FAILURE_MODE
-/* 25.05: slurm_spank_init fails only when the site's configuration does not load: the node's fault. */
+/* 25.05: init fails only when the site's configuration does not load: the node's fault. */
 int slurm_spank_init_failure_mode = ESPANK_NODE_FAILURE;
 #endif
 

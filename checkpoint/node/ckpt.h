@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Checkpoint staging in the agent. Workers save into memfd buffers the
+ * The node's checkpoint engine, run by the agent. Workers save into memfd buffers the
  * agent owns (libphalanx, PHALANX_AGENT_SOCKET); once every local worker
  * committed a step, the node holds that generation in memory, and a
  * writer thread digests each shard and persists it to the due tiers
@@ -10,8 +10,8 @@
  * collected. The pure parts (tier choice, round state, collection,
  * restore order) are here, unit tested.
  */
-#ifndef PHX_LAUNCH_AGENT_CKPT_H
-#define PHX_LAUNCH_AGENT_CKPT_H
+#ifndef PHX_CHECKPOINT_NODE_CKPT_H
+#define PHX_CHECKPOINT_NODE_CKPT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -171,13 +171,6 @@ struct ck_job *ck_io_take_done(struct phx_ckpt *c);
 char *ck_manifest_build(const struct phx_ckpt *c, const struct ck_gen *g, enum phx_ckpt_tier t,
 			char *const *hosts);
 
-/*
- * agent_ckpt_partner.c: starts this node's partner server, announces the
- * copies it keeps, sends them where they are needed now and waits for the
- * ones this node needs. Every agent calls it (a gather); 0 or -1.
- */
-struct phx_agent;
-int ck_partner_setup(struct phx_agent *a, struct phx_ckpt *c);
 /* partner_copy.c */
 void ck_partner_fini(struct phx_ckpt *c);
 /* Writer thread: the shard of a persist job, digested, to this node's partner. */

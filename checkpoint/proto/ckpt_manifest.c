@@ -46,7 +46,7 @@ int phx_manifest_digest_check(const char *alg, const char *hex, char *err, size_
 	enum phx_digest_algo algo;
 	size_t n = strlen(hex), bad, want;
 
-	/* The names checkpoint/proto/digest.h computes, and nothing else: a shard is checked by them. */
+	/* The names proto/digest.h computes, and nothing else: a shard is checked by them. */
 	if (!name_ok(alg, PHX_MANIFEST_NAME_MAX) || phx_digest_parse(alg, &algo) < 0 ||
 	    strcmp(phx_digest_name(algo), alg))
 		return phx_errf(err, errlen, "digest algorithm \"%.40s\" is unknown; use %s or %s",

@@ -39,7 +39,7 @@ struct phx_manifest_location {
 };
 
 struct phx_manifest_digest {
-	char alg[PHX_MANIFEST_NAME_MAX + 1]; /* "sha256" or "xxh3-128", as checkpoint/proto/digest.h names them */
+	char alg[PHX_MANIFEST_NAME_MAX + 1]; /* "sha256" or "xxh3-128", as digest.h names them */
 	char hex[PHX_DIGEST_HEX_MAX + 1]; /* lower-case hex */
 };
 

@@ -1015,7 +1015,7 @@ int phx_agent_ckpt_setup(struct phx_agent *a)
 			  c->sock_dir[0] ? c->sock_dir : "TMPDIR", strerror(errno));
 		return PHX_EXIT_SETUP;
 	}
-	if (ck_partner_setup(a, c) < 0 || agree_restore(a, c, &restored) < 0)
+	if (phx_agent_ckpt_partner_setup(a, c) < 0 || agree_restore(a, c, &restored) < 0)
 		return PHX_EXIT_PMIX;
 	c->restored = restored;
 	for (int t = 0; t < PHX_TIER_COUNT && restored >= 0; t++) {

@@ -26,4 +26,12 @@ void phx_agent_ckpt_finish(struct phx_agent *a);
 /* The workers were stopped for an in-job restart: drop what they left half done. */
 void phx_agent_ckpt_restart(struct phx_agent *a);
 
+/*
+ * agent_ckpt_partner.c: starts this node's partner server, announces the
+ * copies it keeps, sends them where they are needed now and waits for the
+ * ones this node needs. Every agent calls it (a gather); 0 or -1.
+ */
+struct phx_ckpt;
+int phx_agent_ckpt_partner_setup(struct phx_agent *a, struct phx_ckpt *c);
+
 #endif

@@ -33,6 +33,7 @@
 #include "common/log.h"
 #include "checkpoint/node/ckpt_int.h"
 #include "launcher/agent/agent.h"
+#include "launcher/agent/agent_ckpt.h"
 #include "launcher/agent/agent_pmix.h"
 
 #define RECV_TIMEOUT_MS 30000
@@ -449,7 +450,7 @@ static bool wanted(struct phx_agent *a, struct phx_ckpt *c)
 	return true;
 }
 
-int ck_partner_setup(struct phx_agent *a, struct phx_ckpt *c)
+int phx_agent_ckpt_partner_setup(struct phx_agent *a, struct phx_ckpt *c)
 {
 	size_t n = a->pmix.size;
 	char **values = NULL, *mine = NULL, key[64], err[1024];

@@ -466,7 +466,8 @@ static void forward_preemption(struct driver *dr, struct step *s, int sig)
 			 "and stop, then the job is requeued",
 			 dr->job_id, sig);
 	dr->preempted = true;
-	if (id == NO_VAL || phx_slurm_kill_job_step(dr->job_id, id, (uint16_t)sig) != SLURM_SUCCESS) {
+	if (id == NO_VAL ||
+	    phx_slurm_kill_job_step(dr->job_id, id, (uint16_t)sig) != SLURM_SUCCESS) {
 		/* No step known yet: srun passes the signal on to the agents. */
 		phx_debug("signalling srun instead of step %u.%u", dr->job_id, id);
 		kill(s->pid, sig);

@@ -199,7 +199,7 @@ static int io(size_t n, const char *dir, const char *algo_name)
 	printf("digest %s of %zu MiB in memory: %.3f s (%.2f GiB/s, all CPUs)\n", algo_name,
 	       n >> 20, t, gib_s(n, t));
 	t_dd = run_dd(ddpath, n);
-	/* Both writes start from the same page cache: dd's clean pages would be reclaimed during ours. */
+	/* Both writes start from the same page cache: dd's clean pages would go during ours. */
 	unlink(ddpath);
 	t = now();
 	if (phx_ckpt_persist_file(path, src, n, (int)algo, 0, e.digest) < 0) {

@@ -117,7 +117,7 @@ static void test_digest_checks(void **state)
 				 err, sizeof(err)),
 			 -1);
 	assert_int_equal(phx_manifest_digest_check("SHA", "abcdabcd", err, sizeof(err)), -1);
-	/* Only the algorithms checkpoint/proto/digest.h computes: anything else cannot be verified. */
+	/* Only the algorithms proto/digest.h computes: anything else cannot be verified. */
 	assert_int_equal(phx_manifest_digest_check("custom", "abcdabcd", err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "\"custom\" is unknown; use xxh3-128 or sha256"));
 	assert_int_equal(phx_manifest_digest_check("xxh3", "00112233445566778899aabbccddeeff", err,
