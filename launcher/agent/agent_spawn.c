@@ -92,22 +92,25 @@ static void drain_fd(struct phx_worker *w, int *fd, struct phx_linebuf *lb, int 
 	}
 }
 
+/* What is in a worker's pipes goes out, then they close. */
+static void close_output(struct phx_worker *w)
+{
+	if (w->out_fd >= 0)
+		drain_fd(w, &w->out_fd, &w->out, STDOUT_FILENO);
+	if (w->err_fd >= 0)
+		drain_fd(w, &w->err_fd, &w->err, STDERR_FILENO);
+	/* Still open: a grandchild holds the pipe; it is being killed. */
+	if (w->out_fd >= 0)
+		close(w->out_fd);
+	if (w->err_fd >= 0)
+		close(w->err_fd);
+	w->out_fd = w->err_fd = -1;
+}
+
 void phx_agent_close_outputs(struct phx_agent *a)
 {
-	for (unsigned i = 0; i < a->nproc; i++) {
-		struct phx_worker *w = &a->w[i];
-
-		if (w->out_fd >= 0)
-			drain_fd(w, &w->out_fd, &w->out, STDOUT_FILENO);
-		if (w->err_fd >= 0)
-			drain_fd(w, &w->err_fd, &w->err, STDERR_FILENO);
-		/* Still open: a grandchild holds the pipe; it is being killed. */
-		if (w->out_fd >= 0)
-			close(w->out_fd);
-		if (w->err_fd >= 0)
-			close(w->err_fd);
-		w->out_fd = w->err_fd = -1;
-	}
+	for (unsigned i = 0; i < a->nproc; i++)
+		close_output(&a->w[i]);
 }
 
 /* ------------------------------------------------------------ signals and reaping */
@@ -561,19 +564,6 @@ void phx_agent_stop_all(struct phx_agent *a)
 			  "(stuck in the kernel, state D?); see ps -o pid,stat,wchan");
 	phx_agent_close_outputs(a);
 	a->stopping = false;
-}
-
-static void close_output(struct phx_worker *w)
-{
-	if (w->out_fd >= 0)
-		drain_fd(w, &w->out_fd, &w->out, STDOUT_FILENO);
-	if (w->err_fd >= 0)
-		drain_fd(w, &w->err_fd, &w->err, STDERR_FILENO);
-	if (w->out_fd >= 0)
-		close(w->out_fd);
-	if (w->err_fd >= 0)
-		close(w->err_fd);
-	w->out_fd = w->err_fd = -1;
 }
 
 void phx_agent_stop_one(struct phx_agent *a, struct phx_worker *w)
