@@ -16,6 +16,7 @@
 
 #include "common/drain.h"
 #include "common/log.h"
+#include "common/slurm_compat.h"
 
 typedef void (*init_update_fn)(update_node_msg_t *msg);
 typedef int (*update_node_fn)(update_node_msg_t *msg);
@@ -43,6 +44,7 @@ static int drain(const char *node, const char *reason, const uid_t *reason_uid, 
 	*(void **)&update = dlsym(RTLD_DEFAULT, "slurm_update_node");
 	if (!init || !update)
 		return phx_errf(err, errlen, "slurm_update_node is not loaded in this process");
+	phx_slurm_init();
 	init(&msg);
 	msg.node_names = (char *)node;
 	msg.node_state = NODE_STATE_DRAIN;

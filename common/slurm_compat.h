@@ -36,6 +36,17 @@ static inline int phx_slurm_kill_job_step(uint32_t job_id, uint32_t step_id, uin
 char *phx_slurm_hostlist_ranged(phx_slurm_hostlist_t hl);
 
 /*
+ * 23.11: a process must call slurm_init() before a call that talks to
+ * slurmctld, or libslurm dies ("No hash plugins loaded. Was slurm_init()
+ * called...?"): it no longer loads its auth plugin on first use. slurmd's
+ * job prolog, where the SPANK plugin drains a node, is such a process.
+ * slurm_init() is in 22.05 too and loads only what is not loaded yet, so
+ * this calls it once per process, harmless where the program did already.
+ * Looked up at run time: the plugin does not link libslurm.
+ */
+void phx_slurm_init(void);
+
+/*
  * 24.11 dropped slurm_get_errno(): the Slurm calls leave their error in
  * errno, which is all slurm_get_errno() ever returned; read errno.
  */

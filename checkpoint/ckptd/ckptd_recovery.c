@@ -27,6 +27,7 @@
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "common/requeue.h"
+#include "common/slurm_compat.h"
 
 /* ------------------------------------------------------------------ members, nodes */
 
@@ -70,11 +71,15 @@ static struct ckptd_node *node_rec(struct ckptd *d, const char *name)
 	return &d->nodes[d->nnodes++];
 }
 
+/* Whether this host can talk to Slurm; the first time it can, libslurm is set up. */
 static int slurm_here(void)
 {
 	const char *conf = getenv("SLURM_CONF");
 
-	return access(conf && *conf ? conf : "/etc/slurm/slurm.conf", R_OK) == 0;
+	if (access(conf && *conf ? conf : "/etc/slurm/slurm.conf", R_OK) < 0)
+		return 0;
+	phx_slurm_init();
+	return 1;
 }
 
 static void journal_job(struct ckptd *d, struct ckptd_job *j)
