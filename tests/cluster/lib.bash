@@ -33,6 +33,16 @@ require_lab()
 	fi
 }
 
+# slurm_at_least X.Y[.Z]: the lab's Slurm is that release or a later one,
+# for the tests whose expectation changed with Slurm (each says where).
+slurm_at_least()
+{
+	local have
+
+	have=$(scontrol --version | awk '{ print $2 }')
+	[ "$(printf '%s\n%s\n' "$1" "$have" | sort -V | head -n 1)" = "$1" ]
+}
+
 # wait_for SECONDS COMMAND...: runs COMMAND every 0.1 s until it succeeds;
 # fails when it never does. A bound on the wait, never a timing assertion.
 wait_for()
