@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+"""The save stall of one state dict: Phalanx against PyTorch's own DCP.
+
+    ckpt_dcp.py MIB SAVES DIR     (a worker of phalanx-launch --agent)
+
+The state dict is model-like: 32 float32 tensors of MIB/32 MiB each under
+"model" and "optim". Measured on it, in this process:
+  floor     a copy of every tensor into fresh memory (what any staging pays)
+  phalanx   phalanx.pytorch.save(): the copy into the agent's staging memory;
+            persistence to the tiers goes on in the agent
+  dcp       torch.distributed.checkpoint.async_save() with FileSystemWriter
+            into DIR (PyTorch 2.3 and later): the stall until it returns,
+            and the time until its future is done (written and fsynced).
+            PyTorch 1.13 has no async_save; there the baseline is the
+            synchronous save_state_dict(), stall and durable alike.
+Prints one line per save, then the medians and the ratio phalanx / dcp.
+"""
+import os
+import shutil
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed.checkpoint as dcp
+
+import phalanx
+import phalanx.pytorch as pp
+
+TENSORS = 32
+
+
+def state_dict(mib):
+    n = (mib << 20) // 2 // TENSORS // 4
+    # Distinct, cheap contents: no page is left untouched or shared.
+    return {
+        part: {f"layer{i}.weight": torch.arange(n, dtype=torch.float32).add_(i + base)
+               for i in range(TENSORS)}
+        for part, base in (("model", 0.0), ("optim", 0.5))
+    }
+
+
+def tensors(state):
+    for part in state.values():
+        yield from part.values()
+
+
+def floor_copy(state):
+    t = time.perf_counter()
+    copies = [x.clone() for x in tensors(state)]
+    took = time.perf_counter() - t
+    del copies
+    return took
+
+
+def phalanx_saves(phx, state, saves):
+    stalls = []
+    step = 0
+    while len(stalls) < saves:
+        step += 1
+        t = time.perf_counter()
+        ok = pp.save(phx, step, state)
+        took = time.perf_counter() - t
+        if ok:
+            stalls.append(took)
+            print(f"phalanx save {len(stalls)}: stall {took:.3f} s", flush=True)
+        # A training step between saves: the agent digests the last one meanwhile.
+        time.sleep(2)
+    return stalls
+
+
+def dcp_saves(state, saves, top):
+    stalls, durable = [], []
+    has_async = hasattr(dcp, "async_save")
+    for i in range(1, saves + 1):
+        path = os.path.join(top, f"dcp-{i}")
+        writer = dcp.FileSystemWriter(path)
+        t = time.perf_counter()
+        if has_async:
+            fut = dcp.async_save(state, storage_writer=writer)
+            stall = time.perf_counter() - t
+            fut.result()
+        else:
+            dcp.save_state_dict(state, storage_writer=writer, no_dist=True)
+            stall = time.perf_counter() - t
+        done = time.perf_counter() - t
+        stalls.append(stall)
+        durable.append(done)
+        kind = "async_save" if has_async else "save_state_dict"
+        print(f"dcp {kind} {i}: stall {stall:.3f} s, durable after {done:.3f} s", flush=True)
+        shutil.rmtree(path, ignore_errors=True)
+        time.sleep(2)
+    return stalls, durable, kind
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit("usage: ckpt_dcp.py MIB SAVES DIR")
+    mib, saves, top = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+    phx = phalanx.Phalanx()
+    if not phx.available():
+        sys.exit("phalanx: bench: no agent; run this under phalanx-launch --agent")
+    state = state_dict(mib)
+    total = sum(x.numel() * x.element_size() for x in tensors(state)) >> 20
+    print(f"PyTorch {torch.__version__}, state dict of {2 * TENSORS} tensors, {total} MiB")
+    floor = statistics.median(floor_copy(state) for _ in range(3))
+    print(f"floor: copy into fresh memory {floor:.3f} s")
+    ours = statistics.median(phalanx_saves(phx, state, saves))
+    stalls, durable, kind = dcp_saves(state, saves, top)
+    theirs = statistics.median(stalls)
+    print(f"median stall: phalanx {ours:.3f} s ({ours / floor:.2f}x the copy), "
+          f"dcp {kind} {theirs:.3f} s ({theirs / floor:.2f}x the copy), "
+          f"dcp durable after {statistics.median(durable):.3f} s")
+    print(f"stall ratio phalanx / dcp {kind}: {ours / theirs:.2f}")
+    phx.finalize()
+
+
+if __name__ == "__main__":
+    main()
