@@ -667,7 +667,8 @@ static int requeue(struct driver *dr, const char *why)
 	free(bad);
 	if (slurm_requeue(dr->job_id, 0) != SLURM_SUCCESS) {
 		phx_error("Slurm refused to requeue job %u: %s; exiting with %d, which requeues it "
-			  "where slurm.conf has RequeueExit=%d",
+			  "where slurm.conf has RequeueExit=%d (unless the job was submitted "
+			  "with --no-requeue, from Slurm 23.11.5 on); resubmit it otherwise",
 			  dr->job_id, slurm_strerror(errno), PHX_EXIT_REQUEUE, PHX_EXIT_REQUEUE);
 		free(exclude);
 		return PHX_EXIT_REQUEUE;

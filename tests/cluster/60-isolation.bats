@@ -29,7 +29,7 @@ teardown()
 	rm -rf "${LAB:?}/devlink" "${LAB:?}/userdev" "${LAB:?}/dev/gpu9" "${LAB:?}/sentinel" \
 		"${LAB:?}"/proc/driver/nvidia/gpus/0000:f[ef]:00.0
 	if [ -n "${shared_in:-}" ]; then
-		nsenter -t "$shared_in" -m umount "$LAB/dev"
+		nsenter -t "$shared_in" -m -r umount "$LAB/dev"
 	fi
 	if [ -n "${holder:-}" ]; then
 		scancel "$holder" 2>/dev/null
@@ -292,7 +292,7 @@ gpu_mounts()
 	[ -n "$slurmd" ]
 	# In node1's namespace, the GPU directory becomes a shared mount: a
 	# task's copy of it would send its masks back, were / not made a slave.
-	nsenter -t "$slurmd" -m sh -c 'mount --bind "$1" "$1" && mount --make-shared "$1"' \
+	nsenter -t "$slurmd" -m -r sh -c 'mount --bind "$1" "$1" && mount --make-shared "$1"' \
 		sh "$LAB/dev"
 	shared_in=$slurmd
 	grep -q " $LAB/dev .*shared:" "/proc/$slurmd/mountinfo"

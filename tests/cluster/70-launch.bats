@@ -193,7 +193,7 @@ $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
 	local pid
 	start_probe --nproc-per-node 2 --max-restarts 1 --hang-timeout 3 -- \
 		/usr/bin/python3 "$PROBE" --steps 40 --step-sleep 0.1
-	wait_for 60 grep -q '^\[rank 2\] pid 2 [0-9]* 0$' "$OUT"
+	wait_for 60 grep -q '^\[rank 2\] beating 2$' "$OUT"
 	sleep 2
 	pid=$(probe_pid "$OUT" 2)
 	kill -STOP "$pid"

@@ -117,15 +117,18 @@ def main():
         return 0
     if args.mode == "beat":
         return beat_loop(args, rank)
-    beat = heartbeat_fn()
-    if beat(0) != 0:
-        raise RuntimeError("phx_heartbeat failed: no agent")
     init_group(args)
     world = dist.get_world_size()
     torch.manual_seed(1234)
     model = nn.Linear(8, 1)
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    # The first heartbeat arms the hang check: start-up (imports, the
+    # process group) is not a step, and takes seconds on a loaded node.
+    beat = heartbeat_fn()
+    if beat(0) != 0:
+        raise RuntimeError("phx_heartbeat failed: no agent")
+    print(f"beating {rank}", flush=True)
     gen = torch.Generator().manual_seed(100 + rank)
     for step in range(1, args.steps + 1):
         if args.mode == "raise" and rank == args.rank and step == 2:

@@ -37,7 +37,7 @@ setup()
 teardown()
 {
 	if [ -n "$FILLED" ]; then
-		nsenter -t "$(slurmd_of "$FILLED")" -m umount "$LAB_DIR/nodetmp/$RUN/node$FILLED" || true
+		nsenter -t "$(slurmd_of "$FILLED")" -m -r umount "$LAB_DIR/nodetmp/$RUN/node$FILLED" || true
 	fi
 	if [ -n "$CUT" ]; then
 		# Its agent and workers never heard of the relaunch: gone with it.
@@ -142,24 +142,24 @@ local_save_failed()
 	dir=$LAB_DIR/nodetmp/$(run_name "$BATS_TEST_NUMBER")/node$n
 	mkdir -p "$LAB_DIR/nodes/node$n/tmp/$(run_name "$BATS_TEST_NUMBER")/node$n"
 	# A small file system of node n's own for its local tier.
-	nsenter -t "$(slurmd_of "$n")" -m mount -t tmpfs -o size=2m phx-faults "$dir"
+	nsenter -t "$(slurmd_of "$n")" -m -r mount -t tmpfs -o size=2m phx-faults "$dir"
 	FILLED=$n
 	submit_train "$BATS_TEST_NUMBER"
 	at_random_step
 	echo "# filling node$n's local tier" >&3
-	nsenter -t "$(slurmd_of "$n")" -m sh -c "cat /dev/zero >'$dir/fill'" 2>/dev/null || true
+	nsenter -t "$(slurmd_of "$n")" -m -r sh -c "cat /dev/zero >'$dir/fill'" 2>/dev/null || true
 	wait_for 60 local_save_failed
 	# The newest generation committed before it is still whole there
 	# (the file system is node n's own: read in its mount namespace).
-	latest=$(nsenter -t "$(slurmd_of "$n")" -m cat "$dir/latest")
+	latest=$(nsenter -t "$(slurmd_of "$n")" -m -r cat "$dir/latest")
 	echo "latest local generation while full: $latest"
 	[ "$((10#${latest#gen-}))" -ge "$FAULT_STEP" ]
-	nsenter -t "$(slurmd_of "$n")" -m test -s "$dir/$latest/manifest.json"
-	nsenter -t "$(slurmd_of "$n")" -m rm -f "$dir/fill"
+	nsenter -t "$(slurmd_of "$n")" -m -r test -s "$dir/$latest/manifest.json"
+	nsenter -t "$(slurmd_of "$n")" -m -r rm -f "$dir/fill"
 	NO_RESTORE=1
 	check_recovered
 	grep -q "checkpoint generation $STEPS committed in the local tier" "$OUT"
-	[ "$(nsenter -t "$(slurmd_of "$n")" -m cat "$dir/latest")" = "$(printf 'gen-%012d' "$STEPS")" ]
+	[ "$(nsenter -t "$(slurmd_of "$n")" -m -r cat "$dir/latest")" = "$(printf 'gen-%012d' "$STEPS")" ]
 }
 
 @test "a committed shard corrupted: found at the restore, another copy of the same generation used" {
