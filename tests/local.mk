@@ -6,10 +6,10 @@ tests_cluster_pmix_exchange_LDADD = $(PMIX_LIBS)
 # Folders that also hold build output are listed file by file: 'make dist'
 # would copy the build tree's objects along with a whole folder.
 EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/layout/check \
-	tests/stack/debian13 \
+	tests/stack/debian13 tests/torch_env.bash \
 	tests/bench/placement tests/bench/lab-cycle tests/bench/ckpt tests/bench/ckpt-commit \
 	tests/bench/recovery tests/bench/launch tests/bench/launch_worker \
-	tests/bench/launch_worker.py \
+	tests/bench/launch_worker.py tests/bench/ckpt_dcp.py \
 	tests/cluster/lab tests/cluster/run tests/cluster/lib.bash tests/cluster/driver_jobs.bash \
 	tests/cluster/launch_probe.py \
 	tests/cluster/10-jobs.bats \
@@ -17,6 +17,7 @@ EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/layout/che
 	tests/cluster/30-gres.bats \
 	tests/cluster/40-spank.bats \
 	tests/cluster/45-placement.bats \
+	tests/cluster/46-blocks.bats \
 	tests/cluster/50-health.bats \
 	tests/cluster/60-isolation.bats \
 	tests/cluster/70-launch.bats \
