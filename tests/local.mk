@@ -6,7 +6,7 @@ tests_cluster_pmix_exchange_LDADD = $(PMIX_LIBS)
 # Folders that also hold build output are listed file by file: 'make dist'
 # would copy the build tree's objects along with a whole folder.
 EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/layout/check \
-	tests/stack/debian13 tests/torch_env.bash \
+	tests/stack/debian13 tests/torch_env.bash tests/security/preauth_flood.py \
 	tests/bench/placement tests/bench/lab-cycle tests/bench/ckpt tests/bench/ckpt-commit \
 	tests/bench/recovery tests/bench/launch tests/bench/launch_worker \
 	tests/bench/launch_worker.py tests/bench/ckpt_dcp.py \

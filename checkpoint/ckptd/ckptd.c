@@ -207,6 +207,7 @@ static void loop(struct ckptd *d)
 
 	while (!d->stop) {
 		int n = epoll_wait(d->epfd, evs, 256, 250);
+		double woke = ckptd_now(), took;
 
 		if (n < 0 && errno != EINTR) {
 			phx_error("epoll_wait: %s", strerror(errno));
@@ -225,6 +226,15 @@ static void loop(struct ckptd *d)
 				ckptd_conn_io(d, p, evs[i].events);
 		}
 		ckptd_reap(d);
+		took = ckptd_now() - woke;
+		if (took > CKPTD_LATE_S) {
+			phx_log(took >= 1.0 ? PHX_LOG_WARN : PHX_LOG_DEBUG,
+				"handling one batch of %d events took %.2f s; heartbeats are "
+				"credited the delay. A daemon this slow needs a faster host or "
+				"fewer jobs",
+				n, took);
+			ckptd_recovery_credit(d, took);
+		}
 		if (ckptd_now() >= d->next_recovery) {
 			/* A lost agent is declared within a quarter second of its timeout. */
 			ckptd_recovery_tick(d);

@@ -30,6 +30,20 @@
 #define CKPTD_JOB_BUCKETS 4096
 #define CKPTD_MAX_PENDING_OUT (256u << 20) /* a peer this far behind is dropped */
 #define CKPTD_HANDSHAKE_S 10.0 /* hello to registered, at most */
+/*
+ * Before a peer proves a job's token it gets little: a hello and an auth
+ * fit in a few hundred bytes, so a frame over 4 KiB ends the connection
+ * before it is read, it has 3 seconds to authenticate, and no address may
+ * hold more than 64 such connections (1024 in all). The admin socket's
+ * requests are small too; only authenticated agents send manifests.
+ */
+#define CKPTD_PREAUTH_FRAME (4u << 10)
+#define CKPTD_ADMIN_FRAME (64u << 10)
+#define CKPTD_AUTH_S 3.0
+#define CKPTD_PREAUTH_PER_ADDR 64
+#define CKPTD_PREAUTH_TOTAL 1024
+/* A batch of events handled slower than this counts as the daemon's own lateness. */
+#define CKPTD_LATE_S 0.1
 
 struct json_object;
 
@@ -96,6 +110,8 @@ struct ckptd_metrics {
 	uint64_t persists, persist_bytes, persist_ms_sum;
 	uint64_t commits, aborts, failures, node_bad;
 	uint64_t auth_failures, protocol_errors, journal_compactions;
+	uint64_t preauth_refused; /* connections refused by the pre-auth caps */
+	double late_s_sum; /* the loop's own lateness, credited to heartbeats */
 	double commit_s_sum;
 	uint64_t commit_le[8]; /* cumulative histogram of commit latency */
 };
@@ -142,6 +158,7 @@ struct ckptd {
 	struct ckptd_job *jobs[CKPTD_JOB_BUCKETS];
 	size_t njobs;
 	unsigned agents, admins;
+	unsigned preauth; /* TCP connections not yet authenticated */
 	struct ckptd_conn *dead; /* closed after the current batch of events */
 	struct ckptd_conn *conns; /* every open connection */
 	ckptd_msg_fn handlers[CKPTD_ROLES];

@@ -58,7 +58,7 @@ static void on_auth(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire
 			     c->job_id, j->uid, c->uid, c->job_id);
 		return;
 	}
-	c->authed = 1;
+	ckptd_conn_authed(d, c);
 	if (c->order.role == PHX_ROLE_DRIVER) {
 		/* Not an agent: never in the job's agents, its broadcasts or shape. */
 		j = ckptd_job_get(d, c->job_id, c->uid);

@@ -276,11 +276,11 @@ int ckptd_remove(struct ckptd *d, struct ckptd_job *j, uint64_t gen, char *err, 
 	if (gen && !ckptd_entry_find(j, gen))
 		return phx_errf(err, errlen, "job %u has no committed generation %llu", j->id,
 				(unsigned long long)gen);
-	if (!gen && j->nagents)
+	if (!gen && (j->nagents || j->drivers))
 		return phx_errf(err, errlen,
-				"job %u has %zu agents connected; remove its generations one by "
-				"one, or wait for the job to end",
-				j->id, j->nagents);
+				"job %u has %zu agents and %u drivers connected; remove its "
+				"generations one by one, or wait for the job to end",
+				j->id, j->nagents, j->drivers);
 	if (journal(d, simple_record("rm", "job", j->id, "gen", gen), 0, err, errlen) < 0)
 		return -1;
 	if (gen)
@@ -495,6 +495,10 @@ int ckptd_catalog_load(struct ckptd *d, char *err, size_t errlen)
 			gens += j->ngens;
 	phx_info("journal %s: %llu records, %zu jobs, %zu committed generations", path,
 		 (unsigned long long)d->journal.records, d->njobs, gens);
+	if (d->journal.refused)
+		phx_warn("journal %s: %llu record(s) could not be replayed and are kept in "
+			 "%s.refused; the others are in effect",
+			 path, (unsigned long long)d->journal.refused, path);
 	return maybe_compact(d);
 }
 

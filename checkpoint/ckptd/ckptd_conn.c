@@ -195,9 +195,38 @@ void ckptd_conn_sweep(struct ckptd *d)
 	for (struct ckptd_conn *c = d->conns; c; c = c->next) {
 		int waiting = c->kind == CKPTD_AGENT ? !c->job : c->order.stage == 0;
 
-		if (!c->dead && waiting && now - c->since > CKPTD_HANDSHAKE_S)
+		if (c->dead)
+			continue;
+		if (c->kind == CKPTD_AGENT && !c->authed && now - c->since > CKPTD_AUTH_S)
+			ckptd_conn_fail(d, c, "not authenticated within 3 seconds");
+		else if (waiting && now - c->since > CKPTD_HANDSHAKE_S)
 			ckptd_conn_fail(d, c, "no handshake within 10 seconds");
 	}
+}
+
+/* Whether one more unauthenticated connection from c's address is too many. */
+static int preauth_full(const struct ckptd *d, const struct ckptd_conn *c)
+{
+	unsigned same = 0;
+
+	if (d->preauth >= CKPTD_PREAUTH_TOTAL)
+		return 1;
+	if (d->preauth < CKPTD_PREAUTH_PER_ADDR)
+		return 0;
+	for (const struct ckptd_conn *o = d->conns; o; o = o->next)
+		if (o->kind == CKPTD_AGENT && !o->authed && !o->dead && !strcmp(o->peer, c->peer))
+			same++;
+	return same >= CKPTD_PREAUTH_PER_ADDR;
+}
+
+void ckptd_conn_authed(struct ckptd *d, struct ckptd_conn *c)
+{
+	if (c->authed)
+		return;
+	c->authed = 1;
+	d->preauth--;
+	/* Proven: manifests and registers may now come in full-size frames. */
+	c->rd.max = PHX_WIRE_MAX_FRAME;
 }
 
 void ckptd_conn_close_all(struct ckptd *d)
@@ -230,9 +259,19 @@ void ckptd_accept(struct ckptd *d, int lfd, enum ckptd_conn_kind kind)
 		c->kind = kind;
 		if (kind == CKPTD_AGENT)
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-		phx_wire_reader_init(&c->rd, PHX_WIRE_MAX_FRAME);
+		phx_wire_reader_init(&c->rd,
+				     kind == CKPTD_ADMIN ? CKPTD_ADMIN_FRAME : CKPTD_PREAUTH_FRAME);
 		phx_wire_order_init(&c->order, PHX_SIDE_DAEMON, 0);
 		peer_name(c);
+		if (kind == CKPTD_AGENT && preauth_full(d, c)) {
+			/* Dropped unread: nothing it sends costs more than the accept. */
+			d->m.preauth_refused++;
+			phx_debug("refusing a connection from %s: too many unauthenticated ones",
+				  c->peer);
+			close(fd);
+			free(c);
+			continue;
+		}
 		ev.data.ptr = c;
 		if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 			close(fd);
@@ -241,6 +280,8 @@ void ckptd_accept(struct ckptd *d, int lfd, enum ckptd_conn_kind kind)
 		}
 		if (kind == CKPTD_ADMIN)
 			d->admins++;
+		else
+			d->preauth++;
 		c->since = ckptd_now();
 		c->next = d->conns;
 		if (d->conns)
@@ -349,6 +390,8 @@ void ckptd_reap(struct ckptd *d)
 		ckptd_job_detach(d, c);
 		if (c->kind == CKPTD_ADMIN)
 			d->admins--;
+		else if (!c->authed)
+			d->preauth--;
 		if (c->prev)
 			c->prev->next = c->next;
 		else

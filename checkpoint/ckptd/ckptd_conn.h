@@ -32,6 +32,8 @@ void ckptd_reap(struct ckptd *d);
 /* Once a second: closes connections that did not finish the handshake in
  * time, and resumes accepting after a shortage of descriptors. */
 void ckptd_conn_sweep(struct ckptd *d);
+/* c proved its job's token: lifts the pre-authentication limits. */
+void ckptd_conn_authed(struct ckptd *d, struct ckptd_conn *c);
 /* Closes every connection (shutdown). */
 void ckptd_conn_close_all(struct ckptd *d);
 

@@ -65,7 +65,8 @@ void ckptd_job_forget(struct ckptd *d, struct ckptd_job *gone)
 
 void ckptd_job_drop_if_empty(struct ckptd *d, struct ckptd_job *j)
 {
-	if (!j->registered && !j->ngens && !j->nagents && !j->r.on)
+	/* A connected driver holds the job too (c->job): it stays while one does. */
+	if (!j->registered && !j->ngens && !j->nagents && !j->drivers && !j->r.on)
 		ckptd_job_forget(d, j);
 }
 

@@ -69,7 +69,7 @@ static uint32_t get32(const unsigned char *p)
 }
 
 size_t ckptd_journal_replay(const unsigned char *data, size_t len, ckptd_replay_fn fn, void *arg,
-			    uint64_t *records, const char *path)
+			    uint64_t *records, uint64_t *refused, int qfd, const char *path)
 {
 	size_t off = 0;
 	char err[512];
@@ -90,12 +90,17 @@ size_t ckptd_journal_replay(const unsigned char *data, size_t len, ckptd_replay_
 			return off;
 		}
 		if (fn(arg, (const char *)data + off + 8, n, err, sizeof(err)) < 0) {
-			phx_warn("journal %s: record at byte %zu is refused (%s); the journal ends "
-				 "there",
-				 path, off, err);
-			return off;
+			/* Whole and checksummed: what follows is good, and is kept. */
+			phx_warn("journal %s: record at byte %zu is refused (%s); it is kept in "
+				 "%s.refused and the records after it are replayed",
+				 path, off, err, path);
+			(*refused)++;
+			if (qfd >= 0 && phx_write_all(qfd, data + off, 8 + (size_t)n) < 0)
+				phx_warn("journal %s: cannot keep the refused record: %s", path,
+					 strerror(errno));
+		} else {
+			(*records)++;
 		}
-		(*records)++;
 		off += 8 + n;
 	}
 	if (off != len)
@@ -110,14 +115,28 @@ int ckptd_journal_open(struct ckptd_journal *jr, const char *path, ckptd_replay_
 	size_t len = 0, good;
 	int rc;
 
+	char qpath[4096 + 16];
+	int qfd = -1;
+
 	memset(jr, 0, sizeof(*jr));
 	jr->fd = -1;
+	jr->sync = fdatasync;
 	snprintf(jr->path, sizeof(jr->path), "%s", path);
 	rc = phx_file_read(path, (size_t)1 << 40, &data, &len);
 	if (rc < 0 && rc != -ENOENT)
 		return phx_errf(err, errlen, "cannot read journal %s: %s", path, strerror(-rc));
-	good = data ? ckptd_journal_replay((unsigned char *)data, len, fn, arg, &jr->records, path)
-		    : 0;
+	if (data) {
+		snprintf(qpath, sizeof(qpath), "%s.refused", path);
+		qfd = open(qpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		good = ckptd_journal_replay((unsigned char *)data, len, fn, arg, &jr->records,
+					    &jr->refused, qfd, path);
+		if (qfd >= 0 && (fsync(qfd) < 0 || close(qfd) < 0))
+			phx_warn("journal %s: cannot sync %s: %s", path, qpath, strerror(errno));
+		if (!jr->refused)
+			unlink(qpath);
+	} else {
+		good = 0;
+	}
 	free(data);
 	jr->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (jr->fd < 0)
@@ -159,21 +178,54 @@ static int append_nosync(struct ckptd_journal *jr, const char *body, size_t len,
 	return 0;
 }
 
+/*
+ * A record whose sync failed must not come back on the next start (an
+ * aborted generation would replay as committed): it is cut off and the cut
+ * synced. Where even that fails, the file's state is unknown, and the
+ * journal takes nothing more until the daemon is restarted.
+ */
+static int undo_unsynced(struct ckptd_journal *jr, uint64_t bytes, uint64_t records)
+{
+	jr->bytes = bytes;
+	jr->records = records;
+	if (ftruncate(jr->fd, (off_t)bytes) < 0 || lseek(jr->fd, (off_t)bytes, SEEK_SET) < 0 ||
+	    jr->sync(jr->fd) < 0) {
+		jr->broken = 1;
+		return -1;
+	}
+	return 0;
+}
+
 int ckptd_journal_append(struct ckptd_journal *jr, const char *body, size_t len, char *err,
 			 size_t errlen)
 {
+	uint64_t bytes = jr->bytes, records = jr->records;
+	int e;
+
+	if (jr->broken)
+		return phx_errf(err, errlen,
+				"journal %s is not written after a failed sync; restart "
+				"phalanx-ckptd once the disk is healthy",
+				jr->path);
 	if (append_nosync(jr, body, len, err, errlen) < 0)
 		return -1;
-	if (fdatasync(jr->fd) < 0)
-		return phx_errf(err, errlen, "cannot sync journal %s: %s", jr->path,
-				strerror(errno));
-	return 0;
+	if (jr->sync(jr->fd) == 0)
+		return 0;
+	e = errno;
+	if (undo_unsynced(jr, bytes, records) < 0)
+		return phx_errf(err, errlen,
+				"cannot sync journal %s (%s), nor cut the record off again; "
+				"nothing more is journaled: restart phalanx-ckptd once the disk "
+				"is healthy",
+				jr->path, strerror(e));
+	return phx_errf(err, errlen, "cannot sync journal %s: %s; the record was cut off",
+			jr->path, strerror(e));
 }
 
 int ckptd_journal_compact(struct ckptd_journal *jr, ckptd_emit_fn emit, void *arg, char *err,
 			  size_t errlen)
 {
-	struct ckptd_journal tmp = { .fd = -1 };
+	struct ckptd_journal tmp = { .fd = -1, .sync = jr->sync };
 
 	if (strlen(jr->path) + 5 > sizeof(tmp.path))
 		return phx_errf(err, errlen, "journal path %s is too long", jr->path);
@@ -194,6 +246,8 @@ int ckptd_journal_compact(struct ckptd_journal *jr, ckptd_emit_fn emit, void *ar
 	jr->fd = tmp.fd;
 	jr->bytes = tmp.bytes;
 	jr->records = tmp.records;
+	/* A fresh file, synced, written from memory: whatever broke is behind it. */
+	jr->broken = 0;
 	return 0;
 fail:
 	close(tmp.fd);

@@ -13,12 +13,21 @@ struct ckptd_journal {
 	int fd;
 	char path[4096];
 	uint64_t bytes, records;
+	uint64_t refused; /* records replay refused, kept in PATH.refused */
+	int broken; /* a failed sync could not be undone: nothing more is written */
+	int (*sync)(int fd); /* fdatasync; tests put a failing one here */
 };
 
 typedef int (*ckptd_replay_fn)(void *arg, const char *body, size_t len, char *err, size_t errlen);
-/* Replays the records of a journal's bytes; returns the length of the good prefix. */
+/*
+ * Replays the records of a journal's bytes; returns the length of the good
+ * prefix, which ends only at a torn or corrupt record (a bad length or
+ * checksum: a crash while writing). A whole record that fn refuses is
+ * counted in *refused, written to qfd (when >= 0, in the journal's own
+ * format) and skipped: the records after it still count.
+ */
 size_t ckptd_journal_replay(const unsigned char *data, size_t len, ckptd_replay_fn fn, void *arg,
-			    uint64_t *records, const char *path);
+			    uint64_t *records, uint64_t *refused, int qfd, const char *path);
 int ckptd_journal_open(struct ckptd_journal *jr, const char *path, ckptd_replay_fn fn, void *arg,
 		       char *err, size_t errlen);
 int ckptd_journal_append(struct ckptd_journal *jr, const char *body, size_t len, char *err,

@@ -157,6 +157,14 @@ char *ckptd_metrics_text(struct ckptd *d)
 	       (double)m->auth_failures);
 	metric(&b, "protocol_errors_total", "counter", "Connections closed for a bad message.",
 	       (double)m->protocol_errors);
+	metric(&b, "preauth_refused_total", "counter",
+	       "Connections dropped at accept: too many unauthenticated ones.",
+	       (double)m->preauth_refused);
+	metric(&b, "unauthenticated_connections", "gauge",
+	       "TCP connections that have not proven a job token yet.", (double)d->preauth);
+	metric(&b, "loop_late_seconds_total", "counter",
+	       "Time the event loop spent on slow batches, credited to heartbeats.",
+	       m->late_s_sum);
 	metric(&b, "agents_connected", "gauge", "Registered agent connections.", (double)d->agents);
 	metric(&b, "jobs", "gauge", "Jobs in the catalog.", (double)d->njobs);
 	metric(&b, "generations", "gauge", "Committed generations in the catalog.", (double)gens);

@@ -713,6 +713,17 @@ static void poll_job(struct ckptd *d, struct ckptd_job *j)
 	}
 }
 
+void ckptd_recovery_credit(struct ckptd *d, double late_s)
+{
+	d->m.late_s_sum += late_s;
+	/* Silence while the daemon was not reading is the daemon's, not the node's. */
+	for (size_t b = 0; b < CKPTD_JOB_BUCKETS; b++)
+		for (struct ckptd_job *j = d->jobs[b]; j; j = j->next)
+			for (size_t i = 0; i < j->r.nmembers; i++)
+				if (j->r.members[i].last_hb)
+					j->r.members[i].last_hb += late_s;
+}
+
 void ckptd_recovery_tick(struct ckptd *d)
 {
 	double now = ckptd_now();

@@ -19,6 +19,11 @@ int ckptd_recovery_driver_event(struct ckptd *d, struct ckptd_conn *c,
 				const struct phx_wire_msg *m);
 void ckptd_recovery_commit(struct ckptd *d, struct ckptd_job *j);
 /* Four times a second: lost agents, Slurm polls, pending requeue fixes. */
+/*
+ * The loop spent late_s on one batch of events: heartbeats that came in
+ * meanwhile wait unread in the sockets, so no node's silence grows by it.
+ */
+void ckptd_recovery_credit(struct ckptd *d, double late_s);
 void ckptd_recovery_tick(struct ckptd *d);
 struct json_object *ckptd_goodput_json(struct ckptd *d, struct ckptd_job *j);
 struct json_object *ckptd_untrusted_json(struct ckptd *d);

@@ -21,14 +21,15 @@ const char phx_fuzz_corpus_name[] = "ckptd_journal";
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct ckptd d;
-	uint64_t records = 0;
+	uint64_t records = 0, refused = 0;
 	size_t good;
 
 	phx_log_set_level(PHX_LOG_ERROR);
 	memset(&d, 0, sizeof(d));
 	d.keep = 2;
 	d.journal.fd = -1;
-	good = ckptd_journal_replay(data, size, ckptd_catalog_replay, &d, &records, "fuzz");
+	good = ckptd_journal_replay(data, size, ckptd_catalog_replay, &d, &records, &refused, -1,
+				    "fuzz");
 	if (good > size)
 		abort();
 	for (size_t b = 0; b < CKPTD_JOB_BUCKETS; b++)

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -103,6 +104,100 @@ static void test_records_and_torn_tail(void **state)
 	assert_int_equal(ckptd_journal_open(&jr, path, collect, &s, err, sizeof(err)), 0);
 	assert_int_equal(s.n, 1);
 	assert_string_equal(s.bodies[0], "{\"a\":1}");
+	ckptd_journal_close(&jr);
+}
+
+/* Refuses the record {"b":...}: what a replay cannot apply (a clock stepped back, ...). */
+static int collect_but_b(void *arg, const char *body, size_t len, char *err, size_t errlen)
+{
+	if (len > 4 && !strncmp(body, "{\"b\"", 4))
+		return snprintf(err, errlen, "refused b"), -1;
+	return collect(arg, body, len, err, errlen);
+}
+
+static void test_refused_record_keeps_the_rest(void **state)
+{
+	struct ckptd_journal jr;
+	struct seen s = { 0 };
+	char path[512], qpath[600], err[256];
+	off_t whole;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/j-refused", dir);
+	snprintf(qpath, sizeof(qpath), "%s.refused", path);
+	assert_int_equal(ckptd_journal_open(&jr, path, collect, &s, err, sizeof(err)), 0);
+	assert_int_equal(ckptd_journal_append(&jr, "{\"a\":1}", 7, err, sizeof(err)), 0);
+	assert_int_equal(ckptd_journal_append(&jr, "{\"b\":2}", 7, err, sizeof(err)), 0);
+	assert_int_equal(ckptd_journal_append(&jr, "{\"c\":3}", 7, err, sizeof(err)), 0);
+	ckptd_journal_close(&jr);
+	whole = size_of(path);
+	/* Before: replay cut the journal at b, and c (every later commit) was gone. */
+	assert_int_equal(ckptd_journal_open(&jr, path, collect_but_b, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.n, 2);
+	assert_string_equal(s.bodies[1], "{\"c\":3}");
+	assert_int_equal(jr.refused, 1);
+	assert_int_equal(size_of(path), whole);
+	/* The refused record is kept, framed as in the journal, for a look. */
+	assert_int_equal(size_of(qpath), 8 + 7);
+	ckptd_journal_close(&jr);
+	/* A clean replay leaves no quarantine file behind. */
+	unlink(qpath);
+	s.n = 0;
+	assert_int_equal(ckptd_journal_open(&jr, path, collect, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.n, 3);
+	assert_int_equal(access(qpath, F_OK), -1);
+	ckptd_journal_close(&jr);
+}
+
+static int failing_sync(int fd)
+{
+	(void)fd;
+	errno = EIO;
+	return -1;
+}
+
+static int sync_calls;
+
+/* Fails the first sync only: the cut after it succeeds. */
+static int failing_once(int fd)
+{
+	if (sync_calls++ == 0) {
+		errno = EIO;
+		return -1;
+	}
+	return fdatasync(fd);
+}
+
+static void test_failed_sync_never_replays(void **state)
+{
+	struct ckptd_journal jr;
+	struct seen s = { 0 };
+	char path[512], err[256];
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/j-sync", dir);
+	assert_int_equal(ckptd_journal_open(&jr, path, collect, &s, err, sizeof(err)), 0);
+	assert_int_equal(ckptd_journal_append(&jr, "{\"a\":1}", 7, err, sizeof(err)), 0);
+	/* The commit of an aborted generation: its sync fails, so it must not come back. */
+	sync_calls = 0;
+	jr.sync = failing_once;
+	assert_int_equal(ckptd_journal_append(&jr, "{\"g\":2}", 7, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "cut off"));
+	assert_int_equal(size_of(path), 8 + 7);
+	/* The journal goes on. */
+	assert_int_equal(ckptd_journal_append(&jr, "{\"c\":3}", 7, err, sizeof(err)), 0);
+	/* Neither sync nor the cut's sync works: nothing more is written. */
+	jr.sync = failing_sync;
+	assert_int_equal(ckptd_journal_append(&jr, "{\"h\":4}", 7, err, sizeof(err)), -1);
+	assert_int_equal(jr.broken, 1);
+	jr.sync = fdatasync;
+	assert_int_equal(ckptd_journal_append(&jr, "{\"i\":5}", 7, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "restart phalanx-ckptd"));
+	ckptd_journal_close(&jr);
+	assert_int_equal(ckptd_journal_open(&jr, path, collect, &s, err, sizeof(err)), 0);
+	assert_int_equal(s.n, 2);
+	assert_string_equal(s.bodies[0], "{\"a\":1}");
+	assert_string_equal(s.bodies[1], "{\"c\":3}");
 	ckptd_journal_close(&jr);
 }
 
@@ -314,6 +409,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crc32),
 		cmocka_unit_test(test_records_and_torn_tail),
+		cmocka_unit_test(test_refused_record_keeps_the_rest),
+		cmocka_unit_test(test_failed_sync_never_replays),
 		cmocka_unit_test(test_restart_replays_catalog),
 		cmocka_unit_test(test_compaction),
 		cmocka_unit_test(test_recovery_ledger_replays),
