@@ -33,13 +33,13 @@
 /*
  * Before a peer proves a job's token it gets little: a hello and an auth
  * fit in a few hundred bytes, so a frame over 4 KiB ends the connection
- * before it is read, it has 3 seconds to authenticate, and no address may
+ * before it is read, it has 5 seconds to authenticate, and no address may
  * hold more than 64 such connections (1024 in all). The admin socket's
  * requests are small too; only authenticated agents send manifests.
  */
 #define CKPTD_PREAUTH_FRAME (4u << 10)
 #define CKPTD_ADMIN_FRAME (64u << 10)
-#define CKPTD_AUTH_S 3.0
+#define CKPTD_AUTH_S 5.0
 #define CKPTD_PREAUTH_PER_ADDR 64
 #define CKPTD_PREAUTH_TOTAL 1024
 /* A batch of events handled slower than this counts as the daemon's own lateness. */

@@ -198,7 +198,7 @@ void ckptd_conn_sweep(struct ckptd *d)
 		if (c->dead)
 			continue;
 		if (c->kind == CKPTD_AGENT && !c->authed && now - c->since > CKPTD_AUTH_S)
-			ckptd_conn_fail(d, c, "not authenticated within 3 seconds");
+			ckptd_conn_fail(d, c, "not authenticated within 5 seconds");
 		else if (waiting && now - c->since > CKPTD_HANDSHAKE_S)
 			ckptd_conn_fail(d, c, "no handshake within 10 seconds");
 	}

@@ -253,7 +253,7 @@ ckptd_hwm()
 	[ "$(awk '$1 == "big_sent" { print $2 }' <<<"$output")" -lt $((32 << 20)) ]
 	grep -q 'frame of 33554432 bytes; frames hold 1 to 4096 bytes' "$CKPTD_DIR/daemon.log"
 	# At most 64 unauthenticated connections per address: the rest dropped
-	# at once; the others closed by the 3-second deadline to authenticate.
+	# at once; the others closed by the 5-second deadline to authenticate.
 	[ "$(awk '$1 == "idle_dropped" { print $2 }' <<<"$output")" -ge 37 ]
 	[ "$(awk '$1 == "idle_open_after" { print $2 }' <<<"$output")" -eq 0 ]
 	echo "VmHWM before ${hwm_before} KiB, after $(ckptd_hwm) KiB"
