@@ -404,6 +404,28 @@ static void test_bad_register(void **state)
 	daemon_free(d);
 }
 
+/* A driver holds its job: a refused register or a removal must not free it under the driver. */
+static void test_driver_holds_its_job(void **state)
+{
+	struct ckptd *d = daemon_at("s5", 2);
+	struct ckptd_job *j = ckptd_job_get(d, 13, 0);
+	char err[512];
+
+	(void)state;
+	j->drivers = 1; /* what on_auth does for a driver's connection */
+	assert_int_equal(ckptd_job_register(d, j, 2, 4, "", "hourly", err, sizeof(err)), -1);
+	ckptd_job_drop_if_empty(d, j);
+	assert_ptr_equal(ckptd_job_find(d, 13), j);
+	assert_int_equal(ckptd_remove(d, j, 0, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "1 drivers connected"));
+	assert_ptr_equal(ckptd_job_find(d, 13), j);
+	/* The driver gone, the empty job goes too. */
+	j->drivers = 0;
+	ckptd_job_drop_if_empty(d, j);
+	assert_null(ckptd_job_find(d, 13));
+	daemon_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -415,6 +437,7 @@ int main(void)
 		cmocka_unit_test(test_compaction),
 		cmocka_unit_test(test_recovery_ledger_replays),
 		cmocka_unit_test(test_bad_register),
+		cmocka_unit_test(test_driver_holds_its_job),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
