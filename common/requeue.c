@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
@@ -261,4 +262,9 @@ out:
 	table_free(&t);
 	slurm_free_job_info_msg(jm);
 	return rc;
+}
+
+time_t phx_requeue_begin_time(void)
+{
+	return time(NULL) + 1;
 }

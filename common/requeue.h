@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 enum phx_too_few { PHX_TOO_FEW_WAIT, PHX_TOO_FEW_STOP };
 
@@ -69,5 +70,14 @@ void phx_requeue_plan(const struct phx_requeue_node *nodes, size_t n, size_t nee
  */
 int phx_requeue_check(uint32_t job_id, const char *bad, size_t need, enum phx_too_few policy,
 		      struct phx_requeue_plan *plan, char **exclude, char *err, size_t errlen);
+
+/*
+ * The begin time that makes a requeued job eligible at once, for a job
+ * that is pending and done completing. Not now: a slurmd refuses to launch
+ * a job whose credential is no newer than the one it revoked when the last
+ * run was killed ("Job N already killed, do not launch batch job"), and
+ * both are whole seconds; a run scheduled in the second of the kill fails.
+ */
+time_t phx_requeue_begin_time(void);
 
 #endif

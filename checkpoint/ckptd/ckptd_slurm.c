@@ -23,6 +23,7 @@
 #include "checkpoint/ckptd/ckptd_slurm.h"
 #include "checkpoint/ckptd/recovery_policy.h"
 #include "common/log.h"
+#include "common/requeue.h"
 #include "common/slurm_compat.h"
 
 static int fail(char *err, size_t errlen, const char *what)
@@ -133,7 +134,7 @@ int ckptd_slurm_fix(uint32_t id, const char *exclude, char *err, size_t errlen)
 
 	slurm_init_job_desc_msg(&desc);
 	desc.job_id = id;
-	desc.begin_time = time(NULL);
+	desc.begin_time = phx_requeue_begin_time();
 	if (exclude && *exclude)
 		desc.exc_nodes = (char *)exclude;
 	if (slurm_update_job(&desc) != SLURM_SUCCESS)

@@ -586,7 +586,7 @@ static bool pending_again(uint32_t job_id)
 
 /*
  * A requeued job waits about two minutes unless its begin time is set to
- * now, and avoids the bad nodes only once they are excluded. Slurm also
+ * now (phx_requeue_begin_time), and avoids the bad nodes only once they are excluded. Slurm also
  * looks at it again only on some event: the job turning pending after its
  * old run ends is not one, so it could sit until the next periodic pass.
  * Updating the job once it is pending is such an event. Slurm ends this
@@ -603,7 +603,8 @@ static void nudge_requeued(struct driver *dr, char *bad)
 
 		slurm_init_job_desc_msg(&jd);
 		jd.job_id = dr->job_id;
-		jd.begin_time = time(NULL);
+		/* Until it is pending, Slurm's own hold stays: the old run may still be killed. */
+		jd.begin_time = pending ? phx_requeue_begin_time() : 0;
 		jd.exc_nodes = bad;
 		if (slurm_update_job(&jd) == SLURM_SUCCESS) {
 			if (!told)

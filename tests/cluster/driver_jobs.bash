@@ -41,10 +41,20 @@ driver_script()
 # more sbatch options.
 sbatch_driver()
 {
+	local try err=$BATS_TEST_TMPDIR/sbatch.err
+
 	OUT=$BATS_TEST_TMPDIR/job.out
-	# shellcheck disable=SC2086
-	JOB=$(sbatch --parsable --no-kill --open-mode=append -J "$JOB_NAME" -N"$1" -o "$OUT" \
-		${SBATCH_EXTRA:-} "$2")
+	# Slurm 24.11's slurmctld in the lab now and then answers nothing for
+	# about 5 s after a node comes back (reset_nodes): sbatch then times out
+	# and cancels the job it submitted. Submitting again is what a user does.
+	for try in 1 2 3; do
+		# shellcheck disable=SC2086
+		JOB=$(sbatch --parsable --no-kill --open-mode=append -J "$JOB_NAME" -N"$1" \
+			-o "$OUT" ${SBATCH_EXTRA:-} "$2" 2>"$err") && break
+		cat "$err" >&2
+		grep -q 'Socket timed out' "$err" || return 1
+		sleep 1
+	done
 	[ -n "$JOB" ]
 }
 
