@@ -256,7 +256,7 @@ ckptd_hwm()
 	# at once; the others closed by the 5-second deadline to authenticate.
 	[ "$(awk '$1 == "idle_dropped" { print $2 }' <<<"$output")" -ge 37 ]
 	[ "$(awk '$1 == "idle_open_after" { print $2 }' <<<"$output")" -eq 0 ]
-	echo "VmHWM before ${hwm_before} KiB, after $(ckptd_hwm) KiB"
+	echo "# attack: $(tr '\n' ' ' <<<"$output"); daemon VmHWM ${hwm_before} -> $(ckptd_hwm) KiB" >&3
 	[ $(($(ckptd_hwm) - hwm_before)) -lt $((16 << 10)) ]
 	# The job trained on: no node of it declared lost.
 	[ "$(agents_of "$job")" = 2 ]
