@@ -11,7 +11,10 @@ The state dict is model-like: 32 float32 tensors of MIB/32 MiB each under
             persistence to the tiers goes on in the agent
   dcp       torch.distributed.checkpoint.async_save() with FileSystemWriter
             into DIR (PyTorch 2.3 and later): the stall until it returns,
-            and the time until its future is done (written and fsynced).
+            and the time until its future is done (written and fsynced);
+            once on the state as it is (2.6 stages CPU tensors without a
+            copy, so they must not change until the future is done), once
+            on a clone (a consistent snapshot, what Phalanx's save is).
             PyTorch 1.13 has no async_save; there the baseline is the
             synchronous save_state_dict(), stall and durable alike.
 Prints one line per save, then the medians and the ratio phalanx / dcp.
@@ -70,7 +73,12 @@ def phalanx_saves(phx, state, saves):
     return stalls
 
 
-def dcp_saves(state, saves, top):
+def snapshot(state):
+    return {part: {k: v.clone() for k, v in d.items()} for part, d in state.items()}
+
+
+def dcp_saves(state, saves, top, snap):
+    """snap: clone the state first, as a consistent checkpoint of CPU tensors needs."""
     stalls, durable = [], []
     has_async = hasattr(dcp, "async_save")
     for i in range(1, saves + 1):
@@ -78,7 +86,7 @@ def dcp_saves(state, saves, top):
         writer = dcp.FileSystemWriter(path)
         t = time.perf_counter()
         if has_async:
-            fut = dcp.async_save(state, storage_writer=writer)
+            fut = dcp.async_save(snapshot(state) if snap else state, storage_writer=writer)
             stall = time.perf_counter() - t
             fut.result()
         else:
@@ -87,7 +95,7 @@ def dcp_saves(state, saves, top):
         done = time.perf_counter() - t
         stalls.append(stall)
         durable.append(done)
-        kind = "async_save" if has_async else "save_state_dict"
+        kind = ("async_save" if has_async else "save_state_dict") + (" of a clone" if snap else "")
         print(f"dcp {kind} {i}: stall {stall:.3f} s, durable after {done:.3f} s", flush=True)
         shutil.rmtree(path, ignore_errors=True)
         time.sleep(2)
@@ -107,12 +115,16 @@ def main():
     floor = statistics.median(floor_copy(state) for _ in range(3))
     print(f"floor: copy into fresh memory {floor:.3f} s")
     ours = statistics.median(phalanx_saves(phx, state, saves))
-    stalls, durable, kind = dcp_saves(state, saves, top)
-    theirs = statistics.median(stalls)
-    print(f"median stall: phalanx {ours:.3f} s ({ours / floor:.2f}x the copy), "
-          f"dcp {kind} {theirs:.3f} s ({theirs / floor:.2f}x the copy), "
-          f"dcp durable after {statistics.median(durable):.3f} s")
-    print(f"stall ratio phalanx / dcp {kind}: {ours / theirs:.2f}")
+    print(f"median stall: phalanx {ours:.3f} s ({ours / floor:.2f}x the copy)")
+    # As the user calls it, and with the clone that makes it a consistent
+    # snapshot of CPU tensors (async_save stages CPU tensors without a copy:
+    # the training must leave them alone until its future is done).
+    for snap in (False, True) if hasattr(dcp, "async_save") else (False,):
+        stalls, durable, kind = dcp_saves(state, saves, top, snap)
+        theirs = statistics.median(stalls)
+        print(f"median stall: dcp {kind} {theirs:.3f} s ({theirs / floor:.2f}x the copy), "
+              f"durable after {statistics.median(durable):.3f} s; "
+              f"stall ratio phalanx / dcp {kind}: {ours / theirs:.2f}")
     phx.finalize()
 
 
