@@ -15,8 +15,8 @@ The state dict is model-like: 32 float32 tensors of MIB/32 MiB each under
             once on the state as it is (2.6 stages CPU tensors without a
             copy, so they must not change until the future is done), once
             on a clone (a consistent snapshot, what Phalanx's save is).
-            PyTorch 1.13 has no async_save; there the baseline is the
-            synchronous save_state_dict(), stall and durable alike.
+            A PyTorch with DCP but no async_save has the synchronous
+            save_state_dict() instead, stall and durable alike.
 Prints one line per save, then the medians and the ratio phalanx / dcp.
 """
 import os
