@@ -69,10 +69,11 @@ static uint32_t get32(const unsigned char *p)
 }
 
 size_t ckptd_journal_replay(const unsigned char *data, size_t len, ckptd_replay_fn fn, void *arg,
-			    uint64_t *records, uint64_t *refused, int qfd, const char *path)
+			    uint64_t *records, uint64_t *refused, const char *qpath, const char *path)
 {
 	size_t off = 0;
 	char err[512];
+	int qfd = -1;
 
 	while (len - off >= 8) {
 		uint32_t n = get32(data + off), crc = get32(data + off + 4);
@@ -95,6 +96,8 @@ size_t ckptd_journal_replay(const unsigned char *data, size_t len, ckptd_replay_
 				 "%s.refused and the records after it are replayed",
 				 path, off, err, path);
 			(*refused)++;
+			if (qpath && qfd < 0)
+				qfd = open(qpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 			if (qfd >= 0 && phx_write_all(qfd, data + off, 8 + (size_t)n) < 0)
 				phx_warn("journal %s: cannot keep the refused record: %s", path,
 					 strerror(errno));
@@ -105,6 +108,8 @@ size_t ckptd_journal_replay(const unsigned char *data, size_t len, ckptd_replay_
 	}
 	if (off != len)
 		phx_warn("journal %s: %zu stray bytes at the end are dropped", path, len - off);
+	if (qfd >= 0 && (fsync(qfd) < 0 || close(qfd) < 0))
+		phx_warn("journal %s: cannot sync %s: %s", path, qpath, strerror(errno));
 	return off;
 }
 
@@ -113,10 +118,8 @@ int ckptd_journal_open(struct ckptd_journal *jr, const char *path, ckptd_replay_
 {
 	char *data = NULL;
 	size_t len = 0, good;
-	int rc;
-
 	char qpath[4096 + 16];
-	int qfd = -1;
+	int rc;
 
 	memset(jr, 0, sizeof(*jr));
 	jr->fd = -1;
@@ -125,18 +128,10 @@ int ckptd_journal_open(struct ckptd_journal *jr, const char *path, ckptd_replay_
 	rc = phx_file_read(path, (size_t)1 << 40, &data, &len);
 	if (rc < 0 && rc != -ENOENT)
 		return phx_errf(err, errlen, "cannot read journal %s: %s", path, strerror(-rc));
-	if (data) {
-		snprintf(qpath, sizeof(qpath), "%s.refused", path);
-		qfd = open(qpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-		good = ckptd_journal_replay((unsigned char *)data, len, fn, arg, &jr->records,
-					    &jr->refused, qfd, path);
-		if (qfd >= 0 && (fsync(qfd) < 0 || close(qfd) < 0))
-			phx_warn("journal %s: cannot sync %s: %s", path, qpath, strerror(errno));
-		if (!jr->refused)
-			unlink(qpath);
-	} else {
-		good = 0;
-	}
+	snprintf(qpath, sizeof(qpath), "%s.refused", path);
+	good = data ? ckptd_journal_replay((unsigned char *)data, len, fn, arg, &jr->records,
+					   &jr->refused, qpath, path)
+		    : 0;
 	free(data);
 	jr->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 	if (jr->fd < 0)

@@ -23,11 +23,13 @@ typedef int (*ckptd_replay_fn)(void *arg, const char *body, size_t len, char *er
  * Replays the records of a journal's bytes; returns the length of the good
  * prefix, which ends only at a torn or corrupt record (a bad length or
  * checksum: a crash while writing). A whole record that fn refuses is
- * counted in *refused, written to qfd (when >= 0, in the journal's own
- * format) and skipped: the records after it still count.
+ * counted in *refused, appended to the file qpath (unless NULL; created
+ * only then, in the journal's own format) and skipped: the records after it
+ * still count.
  */
 size_t ckptd_journal_replay(const unsigned char *data, size_t len, ckptd_replay_fn fn, void *arg,
-			    uint64_t *records, uint64_t *refused, int qfd, const char *path);
+			    uint64_t *records, uint64_t *refused, const char *qpath,
+			    const char *path);
 int ckptd_journal_open(struct ckptd_journal *jr, const char *path, ckptd_replay_fn fn, void *arg,
 		       char *err, size_t errlen);
 int ckptd_journal_append(struct ckptd_journal *jr, const char *body, size_t len, char *err,

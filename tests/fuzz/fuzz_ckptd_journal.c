@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&d, 0, sizeof(d));
 	d.keep = 2;
 	d.journal.fd = -1;
-	good = ckptd_journal_replay(data, size, ckptd_catalog_replay, &d, &records, &refused, -1,
+	good = ckptd_journal_replay(data, size, ckptd_catalog_replay, &d, &records, &refused, NULL,
 				    "fuzz");
 	if (good > size)
 		abort();
