@@ -248,40 +248,22 @@ int phx_gpu_path(const char *root, const char *pattern, const char *node, unsign
 	return expand(pattern, 'u', num, buf, len, &used);
 }
 
-int phx_cuda_own_first(const char *list, unsigned own, char *out, size_t len)
+int phx_cuda_entry(const char *list, unsigned index, char *out, size_t len)
 {
-	const char *p = list, *own_start = NULL;
-	size_t own_len = 0, used;
-	unsigned i = 0;
+	const char *p = list;
 
-	for (; p; i++) {
+	for (unsigned i = 0; p; i++) {
 		const char *end = strchr(p, ',');
 		size_t n = end ? (size_t)(end - p) : strlen(p);
 
-		if (i == own) {
-			own_start = p;
-			own_len = n;
-		}
-		p = end ? end + 1 : NULL;
-	}
-	if (!own_start || own_len == 0 || own_len + 1 > len)
-		return -1;
-	memcpy(out, own_start, own_len);
-	used = own_len;
-	p = list;
-	for (i = 0; p; i++) {
-		const char *end = strchr(p, ',');
-		size_t n = end ? (size_t)(end - p) : strlen(p);
-
-		if (i != own) {
-			if (used + 1 + n + 1 > len)
+		if (i == index) {
+			if (!n || n + 1 > len)
 				return -1;
-			out[used++] = ',';
-			memcpy(out + used, p, n);
-			used += n;
+			memcpy(out, p, n);
+			out[n] = '\0';
+			return 0;
 		}
 		p = end ? end + 1 : NULL;
 	}
-	out[used] = '\0';
-	return 0;
+	return -1;
 }

@@ -75,10 +75,10 @@ int phx_gpu_path(const char *root, const char *pattern, const char *node, unsign
 		 size_t len);
 
 /*
- * CUDA_VISIBLE_DEVICES with entry `own` moved to the front and the others
- * kept in order, so CUDA device 0 is the task's GPU. Works on any entries
- * (numbers or GPU UUIDs). 0, or -1 when own is out of range or out is small.
+ * Entry `index` of CUDA_VISIBLE_DEVICES (a number or a GPU UUID): the GPU
+ * that cudaSetDevice(index) selects. 0, or -1 when index is out of range,
+ * the entry is empty or out is small.
  */
-int phx_cuda_own_first(const char *list, unsigned own, char *out, size_t len);
+int phx_cuda_entry(const char *list, unsigned index, char *out, size_t len);
 
 #endif

@@ -168,17 +168,60 @@ static int phalanx_env(const struct phx_envops *ops, const struct phx_worker_ctx
 		       : 0;
 }
 
+/*
+ * Slurm's task variables as if srun had started one task per worker, so
+ * libraries that take their rank from Slurm (Lightning, submitit, mpi4py
+ * style launchers) agree with RANK, LOCAL_RANK and WORLD_SIZE: the agent's
+ * own (its node's index as SLURM_PROCID, SLURM_LOCALID=0, one task per
+ * node) would make every node's workers one rank.
+ */
+static int slurm_task_env(const struct phx_envops *ops, const struct phx_worker_ctx *c,
+			  unsigned slot)
+{
+	unsigned long offset = c->role ? c->role->rank_offset : 0;
+	unsigned long world = c->role ? c->role->world : c->map->world;
+	unsigned node = (c->role ? c->role->node_offset : 0) + c->map->group_rank;
+	unsigned nodes = c->role ? c->role->nodes : c->map->group_world;
+	unsigned tpn = c->map->tasks_per_node;
+	char gtids[4096];
+	size_t used = 0;
+
+	gtids[0] = '\0';
+	for (unsigned i = 0; i < tpn && used < sizeof(gtids); i++)
+		used += (size_t)snprintf(gtids + used, sizeof(gtids) - used, "%s%lu", i ? "," : "",
+					 offset + c->map->slot_rank[i]);
+	return phx_envops_setf(ops, "SLURM_PROCID", 1, "%lu", offset + c->map->slot_rank[slot]) ||
+			       phx_envops_setf(ops, "SLURM_LOCALID", 1, "%u", slot) ||
+			       phx_envops_setf(ops, "SLURM_NODEID", 1, "%u", node) ||
+			       phx_envops_setf(ops, "SLURM_NTASKS", 1, "%lu", world) ||
+			       phx_envops_setf(ops, "SLURM_NPROCS", 1, "%lu", world) ||
+			       phx_envops_setf(ops, "SLURM_STEP_NUM_TASKS", 1, "%lu", world) ||
+			       phx_envops_setf(ops, "SLURM_STEP_NUM_NODES", 1, "%u", nodes) ||
+			       phx_envops_setf(ops, "SLURM_NTASKS_PER_NODE", 1, "%u", tpn) ||
+			       phx_envops_setf(ops, "SLURM_TASKS_PER_NODE", 1, "%u(x%u)", tpn, nodes) ||
+			       phx_envops_setf(ops, "SLURM_STEP_TASKS_PER_NODE", 1, "%u(x%u)", tpn,
+					       nodes) ||
+			       phx_envops_setf(ops, "SLURM_GTIDS", 1, "%s", gtids)
+		       ? -1
+		       : 0;
+}
+
 int phx_worker_env(struct phx_envv *env, const struct phx_worker_ctx *c, unsigned slot,
 		   struct phx_binding *b)
 {
 	struct phx_envops ops = { phx_envv_get, phx_envv_set, env };
 	unsigned long offset = c->role ? c->role->rank_offset : 0;
+	char node_cvd[1024];
 
+	/* The agent's GPUs are the node's: every worker sees them in that order. */
+	if (phx_envv_get(env, "CUDA_VISIBLE_DEVICES", node_cvd, sizeof(node_cvd)) < 0)
+		node_cvd[0] = '\0';
 	if (slot >= c->map->tasks_per_node ||
 	    phx_torchenv_rank(&ops, c->map, slot, c->master_addr, c->master_port) ||
 	    (c->role && phx_torchenv_role(&ops, c->map, slot, c->role)) ||
 	    elastic_env(&ops, c, offset + c->map->slot_rank[slot]) || phalanx_env(&ops, c, slot) ||
-	    phx_bind_gpu(&ops, c->topo, slot, c->map->tasks_per_node, b) ||
+	    slurm_task_env(&ops, c, slot) ||
+	    phx_bind_gpu(&ops, c->topo, slot, c->map->tasks_per_node, node_cvd, b) ||
 	    (c->cpus && phx_bind_cpus(&ops, c->cpus, b)) || phx_bind_nic(&ops, b))
 		return -1;
 	return phx_envops_setf(&ops, "OMP_NUM_THREADS", 0, "1");

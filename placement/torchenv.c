@@ -99,33 +99,63 @@ int phx_torchenv_role(const struct phx_envops *ops, const struct phx_rankmap *ma
 	return 0;
 }
 
-int phx_bind_gpu(const struct phx_envops *ops, const struct phx_node_topo *topo, unsigned slot,
-		 unsigned tasks_per_node, struct phx_binding *b)
+/*
+ * Slurm's physical index of the rank's GPU, for the topology (PCI bus
+ * order): entry `slot` of the step's GPUs, or in task isolation the first
+ * of the share that isolation gave the slot.
+ */
+static long slurm_gpu(const struct phx_envops *ops, unsigned slot, unsigned tasks_per_node,
+		      bool shared)
 {
-	char visible[1024], gpus[1024];
-	struct phx_gpus ids;
+	struct phx_gpus ids, mine;
+	char gpus[1024];
+
+	if ((ops->get(ops->ctx, "SLURM_STEP_GPUS", gpus, sizeof(gpus)) < 0 &&
+	     ops->get(ops->ctx, "SLURM_JOB_GPUS", gpus, sizeof(gpus)) < 0) ||
+	    phx_gpus_parse(gpus, &ids, NULL, 0) < 0 || !ids.n)
+		return -1;
+	/* A task Slurm bound to one GPU (--gpus-per-task) has only its own here. */
+	if (ids.n == 1)
+		return ids.id[0];
+	if (shared)
+		return slot < ids.n ? (long)ids.id[slot] : -1;
+	if (phx_gpus_select(PHX_ISOLATE_TASK, &ids, slot, tasks_per_node, &mine) < 0 || !mine.n)
+		return -1;
+	return mine.id[0];
+}
+
+int phx_bind_gpu(const struct phx_envops *ops, const struct phx_node_topo *topo, unsigned slot,
+		 unsigned tasks_per_node, const char *node_cvd, struct phx_binding *b)
+{
+	char own[256];
 
 	memset(b, 0, sizeof(*b));
 	b->gpu = -1;
-	if (ops->get(ops->ctx, "CUDA_VISIBLE_DEVICES", visible, sizeof(visible)) < 0)
-		return 0; /* the step has no GPUs */
-	/* One GPU per task (--gpus-per-task, --phx-isolate=task): it is the task's. */
-	if (!strchr(visible, ','))
-		snprintf(b->visible, sizeof(b->visible), "%s", visible);
-	else if (phx_cuda_own_first(visible, slot, b->visible, sizeof(b->visible)) < 0) {
-		phx_warn("task slot %u has no GPU of its own in CUDA_VISIBLE_DEVICES=%s; "
-			 "request one GPU per task (--gpus-per-node=%u)",
-			 slot, visible, tasks_per_node);
-		b->visible[0] = '\0';
-		return 0;
+	b->cuda_device = -1;
+	if (node_cvd && node_cvd[0]) {
+		/* One list, one order for every rank of the node: its own GPU is entry LOCAL_RANK. */
+		snprintf(b->visible, sizeof(b->visible), "%s", node_cvd);
+		if (phx_envops_setf(ops, "CUDA_VISIBLE_DEVICES", 1, "%s", b->visible))
+			return -1;
+		if (phx_cuda_entry(b->visible, slot, own, sizeof(own)) < 0) {
+			phx_warn("task slot %u has no GPU of its own in CUDA_VISIBLE_DEVICES=%s; "
+				 "request one GPU per task (--gpus-per-node=%u)",
+				 slot, b->visible, tasks_per_node);
+			return 0;
+		}
+		b->cuda_device = (int)slot;
+	} else {
+		/* The rank sees only its own GPUs (task isolation): the first is its device. */
+		if (ops->get(ops->ctx, "CUDA_VISIBLE_DEVICES", b->visible, sizeof(b->visible)) < 0 ||
+		    phx_cuda_entry(b->visible, 0, own, sizeof(own)) < 0) {
+			b->visible[0] = '\0';
+			return 0; /* the step has no GPUs */
+		}
+		b->cuda_device = 0;
 	}
-	if (phx_envops_setf(ops, "CUDA_VISIBLE_DEVICES", 1, "%s", b->visible))
+	b->gpu = slurm_gpu(ops, slot, tasks_per_node, node_cvd && node_cvd[0]);
+	if (phx_envops_setf(ops, "PHALANX_CUDA_DEVICE", 1, "%d", b->cuda_device))
 		return -1;
-	/* Slurm's physical indices, for the topology (PCI bus order). */
-	if ((ops->get(ops->ctx, "SLURM_STEP_GPUS", gpus, sizeof(gpus)) == 0 ||
-	     ops->get(ops->ctx, "SLURM_JOB_GPUS", gpus, sizeof(gpus)) == 0) &&
-	    phx_gpus_parse(gpus, &ids, NULL, 0) == 0 && ids.n)
-		b->gpu = ids.id[ids.n == 1 ? 0 : slot < ids.n ? slot : 0];
 	if (topo && b->gpu >= 0 && (size_t)b->gpu < topo->ngpus) {
 		b->tgpu = &topo->gpus[b->gpu];
 		if (b->tgpu->nic >= 0)

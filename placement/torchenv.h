@@ -4,7 +4,7 @@
  * and for a worker phalanx-launch starts: the torchrun contract (RANK,
  * LOCAL_RANK, WORLD_SIZE, ..., MASTER_ADDR, MASTER_PORT), the layout
  * coordinates (PHALANX_LAYOUT, PHALANX_<DIM>_RANK/_SIZE) and the binding
- * (CUDA_VISIBLE_DEVICES with the rank's GPU first, the CPUs near that GPU,
+ * (the rank's GPU as CUDA device LOCAL_RANK, the CPUs near that GPU,
  * the paired NIC for NCCL and UCX). The caller says where variables are
  * read and written, so the plugin writes through spank_setenv() and the
  * launcher into the worker's own environment block.
@@ -64,7 +64,8 @@ int phx_torchenv_role(const struct phx_envops *ops, const struct phx_rankmap *ma
 
 struct phx_binding {
 	long gpu; /* Slurm's physical index of the GPU, -1 when none */
-	char visible[1024]; /* CUDA_VISIBLE_DEVICES as set, "" when unchanged */
+	int cuda_device; /* its CUDA device number (LOCAL_RANK or 0), -1 when none */
+	char visible[1024]; /* CUDA_VISIBLE_DEVICES of the rank, "" when it has no GPUs */
 	const struct phx_topo_gpu *tgpu;
 	const struct phx_topo_nic *nic;
 	bool cpus_set; /* mask differs from what the process has */
@@ -73,12 +74,17 @@ struct phx_binding {
 };
 
 /*
- * CUDA_VISIBLE_DEVICES with the slot's own GPU first, so CUDA device 0 is
- * its GPU, and the topology entries of that GPU and its NIC (topo may be
- * NULL). Nothing happens when the step has no GPUs.
+ * The rank's GPU, the way frameworks pick it (torch.cuda.set_device(LOCAL_RANK)):
+ * with node_cvd (the GPUs every rank of the node sees, in one order) the
+ * rank's CUDA_VISIBLE_DEVICES becomes node_cvd and its GPU is entry `slot`
+ * (== LOCAL_RANK), so CUDA IPC, P2P and NCCL's intra-node paths work as
+ * under torchrun; with node_cvd NULL the rank sees only its own GPUs (task
+ * isolation) and its GPU is CUDA device 0. Sets PHALANX_CUDA_DEVICE to
+ * that device number, and b's topology entries of the GPU and its NIC
+ * (topo may be NULL). Nothing happens when the step has no GPUs.
  */
 int phx_bind_gpu(const struct phx_envops *ops, const struct phx_node_topo *topo, unsigned slot,
-		 unsigned tasks_per_node, struct phx_binding *b);
+		 unsigned tasks_per_node, const char *node_cvd, struct phx_binding *b);
 /*
  * The CPUs near the GPU within allowed (what Slurm gave), into b->mask,
  * and OMP_NUM_THREADS to match unless set. The caller applies the mask

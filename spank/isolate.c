@@ -222,6 +222,19 @@ static int read_task(spank_t sp, struct task_info *t)
  * the submitter's environment into the task untouched (seen on 22.05), so
  * it says whatever the user wrote.
  */
+/* Slurm's CUDA_VISIBLE_DEVICES for the whole step: a per-task one comes later. */
+static int read_step_cvd(spank_t sp)
+{
+	spank_err_t rc;
+
+	rc = spank_getenv(sp, "CUDA_VISIBLE_DEVICES", iso.slurm_cvd, sizeof(iso.slurm_cvd));
+	if (rc == ESPANK_ENV_NOEXIST)
+		iso.slurm_cvd[0] = '\0';
+	else if (rc != ESPANK_SUCCESS)
+		return fail("cannot read CUDA_VISIBLE_DEVICES: %s", spank_strerror(rc));
+	return 0;
+}
+
 static int read_alloc(spank_t sp, const struct task_info *t)
 {
 	const char *name = t->step_id == SLURM_BATCH_SCRIPT ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS";
@@ -239,12 +252,7 @@ static int read_alloc(spank_t sp, const struct task_info *t)
 			    name);
 	if (phx_gpus_parse(val, &iso.alloc, err, sizeof(err)) < 0)
 		return fail("%s: %s", name, err);
-	rc = spank_getenv(sp, "CUDA_VISIBLE_DEVICES", iso.slurm_cvd, sizeof(iso.slurm_cvd));
-	if (rc == ESPANK_ENV_NOEXIST)
-		iso.slurm_cvd[0] = '\0';
-	else if (rc != ESPANK_SUCCESS)
-		return fail("cannot read CUDA_VISIBLE_DEVICES: %s", spank_strerror(rc));
-	return 0;
+	return read_step_cvd(sp);
 }
 
 /* ------------------------------------------------------------ what the node has */
@@ -563,7 +571,7 @@ int phx_isolate_task(spank_t sp, const struct phx_conf *conf, const struct phx_j
 
 	memset(&iso, 0, sizeof(iso));
 	if (opts->isolate == PHX_ISOLATE_OFF)
-		return check_off(conf, opts);
+		return check_off(conf, opts) < 0 ? -1 : read_step_cvd(sp);
 	if (read_task(sp, &t) < 0 || read_alloc(sp, &t) < 0)
 		return -1;
 	iso.task = t.task;
@@ -617,4 +625,9 @@ int phx_isolate_task_env(spank_t sp)
 	if (rc != ESPANK_SUCCESS)
 		return fail("cannot set CUDA_VISIBLE_DEVICES: %s", spank_strerror(rc));
 	return 0;
+}
+
+const char *phx_isolate_node_cvd(void)
+{
+	return iso.active ? iso.cvd : iso.slurm_cvd;
 }

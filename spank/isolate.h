@@ -25,4 +25,11 @@ int phx_isolate_task(spank_t sp, const struct phx_conf *conf, const struct phx_j
  */
 int phx_isolate_task_env(spank_t sp);
 
+/*
+ * The step's GPUs on this node as CUDA numbers them in this task, the same
+ * list in every task of the node whatever Slurm bound each task to: "" when
+ * the step has none. After phx_isolate_task, in job and off modes.
+ */
+const char *phx_isolate_node_cvd(void);
+
 #endif

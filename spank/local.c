@@ -45,6 +45,11 @@ int phx_local_check_step(spank_t sp, const struct phx_job_opts *opts)
 			  world, nnodes);
 		return -1;
 	}
+	if (opts->isolate == PHX_ISOLATE_TASK && world / nnodes > 1)
+		phx_warn("--phx-isolate=task: each task sees only its own GPU, as CUDA device 0 "
+			 "(PHALANX_CUDA_DEVICE=0), while LOCAL_RANK counts the tasks of a node: "
+			 "torch.cuda.set_device(LOCAL_RANK) fails in all but the first; use "
+			 "--phx-isolate=job (the default), or select PHALANX_CUDA_DEVICE");
 	if (layout.size[PHX_DIM_TP] > world / nnodes)
 		phx_warn(
 			"tp=%lu is larger than the %u tasks per node: tensor-parallel traffic will "

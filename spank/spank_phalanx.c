@@ -157,7 +157,9 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	/* First: the binding below reads CUDA_VISIBLE_DEVICES. */
 	if (phx_isolate_task_env(sp) < 0)
 		return -1;
-	return phx_task_init(sp, &step, &phx_opts);
+	/* In task isolation a task sees its own GPUs only; else all the step's on the node. */
+	return phx_task_init(sp, &step, &phx_opts,
+			     phx_opts.isolate == PHX_ISOLATE_TASK ? NULL : phx_isolate_node_cvd());
 }
 
 /*

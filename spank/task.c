@@ -60,9 +60,9 @@ static void explain(const struct phx_step *step, unsigned slot, unsigned long ra
 				      phx_dim_name((enum phx_dim)d), coord[d]);
 	}
 	if (n < (int)sizeof(line))
-		snprintf(line + n, sizeof(line) - (size_t)n, " gpu=%s nic=%s cpus=%s",
-			 b->visible[0] ? b->visible : "-", b->nic ? b->nic->name : "-",
-			 b->cpus[0] ? b->cpus : "unchanged");
+		snprintf(line + n, sizeof(line) - (size_t)n, " cuda=%d of %s nic=%s cpus=%s",
+			 b->cuda_device, b->visible[0] ? b->visible : "-",
+			 b->nic ? b->nic->name : "-", b->cpus[0] ? b->cpus : "unchanged");
 	/* The task's stderr, so the user sees it in srun's output. */
 	fprintf(stderr, "%s\n", line);
 	if (rank == 0 && step->plan)
@@ -73,7 +73,8 @@ static void explain(const struct phx_step *step, unsigned slot, unsigned long ra
 			(unsigned long long)step->plan->lower_bound);
 }
 
-int phx_task_init(spank_t sp, const struct phx_step *step, const struct phx_job_opts *opts)
+int phx_task_init(spank_t sp, const struct phx_step *step, const struct phx_job_opts *opts,
+		  const char *node_cvd)
 {
 	struct phx_envops ops = { spank_env_get, spank_env_set, sp };
 	struct phx_binding b;
@@ -96,7 +97,7 @@ int phx_task_init(spank_t sp, const struct phx_step *step, const struct phx_job_
 	}
 	rank = step->map.slot_rank[slot];
 	if (phx_torchenv_rank(&ops, &step->map, (unsigned)slot, NULL, step->master_port) ||
-	    phx_bind_gpu(&ops, step->topo, (unsigned)slot, step->map.tasks_per_node, &b) ||
+	    phx_bind_gpu(&ops, step->topo, (unsigned)slot, step->map.tasks_per_node, node_cvd, &b) ||
 	    bind_cpus(&ops, &b) || phx_bind_nic(&ops, &b))
 		return -1;
 	if (opts->explain)

@@ -8,6 +8,7 @@
 #include "spank/options.h"
 #include "spank/step.h"
 
-int phx_task_init(spank_t sp, const struct phx_step *step, const struct phx_job_opts *opts);
+int phx_task_init(spank_t sp, const struct phx_step *step, const struct phx_job_opts *opts,
+		  const char *node_cvd);
 
 #endif

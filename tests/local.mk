@@ -11,13 +11,14 @@ EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/layout/che
 	tests/bench/recovery tests/bench/launch tests/bench/launch_worker \
 	tests/bench/launch_worker.py tests/bench/ckpt_dcp.py \
 	tests/cluster/lab tests/cluster/run tests/cluster/lib.bash tests/cluster/driver_jobs.bash \
-	tests/cluster/launch_probe.py \
+	tests/cluster/launch_probe.py tests/cluster/cuda_device.py \
 	tests/cluster/10-jobs.bats \
 	tests/cluster/20-pmix.bats \
 	tests/cluster/30-gres.bats \
 	tests/cluster/40-spank.bats \
 	tests/cluster/45-placement.bats \
 	tests/cluster/46-blocks.bats \
+	tests/cluster/47-devices.bats \
 	tests/cluster/50-health.bats \
 	tests/cluster/60-isolation.bats \
 	tests/cluster/70-launch.bats \

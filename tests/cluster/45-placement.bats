@@ -38,8 +38,9 @@ check_layout_report()
 	awk '$2 != $10 + 4 * ($13 + 4 * $14) { bad = 1 } END { exit bad }' <<<"$1"
 	# Every tensor-parallel group shares one node.
 	[ "$(awk '{ print $13 "/" $14, $9 }' <<<"$1" | sort -u | wc -l)" -eq 8 ]
-	# The task's own GPU comes first.
-	awk '{ split($15, g, ","); if (g[1] != $4) bad = 1 } END { exit bad }' <<<"$1"
+	# The task's own GPU is CUDA device LOCAL_RANK of the list every task of the node shares.
+	awk '{ split($15, g, ","); if (g[$3 + 1] != $4) bad = 1 } END { exit bad }' <<<"$1"
+	[ "$(awk '{ print $9, $15 }' <<<"$1" | sort -u | wc -l)" -eq 4 ]
 }
 
 @test "--phx-layout sets the torchrun environment from the placement" {
@@ -175,7 +176,7 @@ BIND_REPORT+=' $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
 	show_run
 	[ "$status" -eq 0 ]
 	[ "$(sort <<<"$output")" = "0 0,1 =mlx5_0:1 mlx5_0:1 =ib0 1 0
-1 1,0 =mlx5_1:1 mlx5_1:1 =ib1 1 1" ]
+1 0,1 =mlx5_1:1 mlx5_1:1 =ib1 1 1" ]
 }
 
 @test "binding keeps the NCCL, UCX and OpenMP settings the user made" {

@@ -58,14 +58,28 @@ wait_for()
 	return 1
 }
 
+# slurm_query CMD...: a read-only Slurm command, asked again when it fails:
+# a controller that misses a MessageTimeout now and then (Slurm 24.11 in the
+# lab) must not fail a test that asks once.
+slurm_query()
+{
+	local try
+
+	for try in 1 2 3; do
+		"$@" 2>/dev/null && return 0
+		sleep 1
+	done
+	return 1
+}
+
 job_state()
 {
-	scontrol show job "$1" -o 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2
+	slurm_query scontrol show job "$1" -o | grep -o 'JobState=[A-Z_]*' | cut -d= -f2
 }
 
 job_field()
 {
-	scontrol show job "$1" -o 2>/dev/null | tr ' ' '\n' | grep "^$2=" | cut -d= -f2-
+	slurm_query scontrol show job "$1" -o | tr ' ' '\n' | grep "^$2=" | cut -d= -f2-
 }
 
 job_running()
@@ -86,7 +100,7 @@ job_finished()
 # Slurm's state of a node, e.g. "idle", "idle*" (not responding), "down*".
 node_state()
 {
-	sinfo -h -N -n "$1" -o %T 2>/dev/null | head -n 1
+	slurm_query sinfo -h -N -n "$1" -o %T | head -n 1
 }
 
 node_not_responding()
@@ -126,7 +140,7 @@ need_launch_lab()
 		echo "phalanx: cluster tests: $LAUNCH is not built; run make" >&2
 		return 1
 	}
-	[ "$(sinfo -h -N -o %N | sort -u | wc -l)" -ge "$1" ] || {
+	[ "$(slurm_query sinfo -h -N -o %N | sort -u | wc -l)" -ge "$1" ] || {
 		echo "phalanx: cluster tests: $(basename "$BATS_TEST_FILENAME") needs a lab of $1" \
 		     "nodes; run it through tests/cluster/run (it reads '# lab-nodes: $1')" >&2
 		return 1

@@ -283,24 +283,22 @@ static void test_path(void **state)
 	assert_int_equal(phx_gpu_path("/", "/dev/nvidia%u", NULL, 1, buf, sizeof(buf)), -1);
 }
 
-static void test_cuda_own_first(void **state)
+static void test_cuda_entry(void **state)
 {
 	char out[64];
 
-	assert_int_equal(phx_cuda_own_first("0,1,2,3", 0, out, sizeof(out)), 0);
-	assert_string_equal(out, "0,1,2,3");
-	assert_int_equal(phx_cuda_own_first("0,1,2,3", 2, out, sizeof(out)), 0);
-	assert_string_equal(out, "2,0,1,3");
-	assert_int_equal(phx_cuda_own_first("4,5,6,7", 3, out, sizeof(out)), 0);
-	assert_string_equal(out, "7,4,5,6");
-	/* UUIDs work too: entries are moved, never parsed. */
-	assert_int_equal(phx_cuda_own_first("GPU-aa,GPU-bb", 1, out, sizeof(out)), 0);
-	assert_string_equal(out, "GPU-bb,GPU-aa");
-	assert_int_equal(phx_cuda_own_first("5", 0, out, sizeof(out)), 0);
+	assert_int_equal(phx_cuda_entry("0,1,2,3", 0, out, sizeof(out)), 0);
+	assert_string_equal(out, "0");
+	assert_int_equal(phx_cuda_entry("4,5,6,7", 3, out, sizeof(out)), 0);
+	assert_string_equal(out, "7");
+	/* UUIDs work too: entries are copied, never parsed. */
+	assert_int_equal(phx_cuda_entry("GPU-aa,GPU-bb", 1, out, sizeof(out)), 0);
+	assert_string_equal(out, "GPU-bb");
+	assert_int_equal(phx_cuda_entry("5", 0, out, sizeof(out)), 0);
 	assert_string_equal(out, "5");
-	assert_int_equal(phx_cuda_own_first("0,1", 2, out, sizeof(out)), -1);
-	assert_int_equal(phx_cuda_own_first("0,,1", 1, out, sizeof(out)), -1);
-	assert_int_equal(phx_cuda_own_first("10,11,12", 1, out, 6), -1);
+	assert_int_equal(phx_cuda_entry("0,1", 2, out, sizeof(out)), -1);
+	assert_int_equal(phx_cuda_entry("0,,1", 1, out, sizeof(out)), -1);
+	assert_int_equal(phx_cuda_entry("10,11,123456", 2, out, 6), -1);
 }
 
 int main(void)
@@ -310,7 +308,7 @@ int main(void)
 		cmocka_unit_test(test_has_rank),       cmocka_unit_test(test_select),
 		cmocka_unit_test(test_hidden),	       cmocka_unit_test(test_cuda),
 		cmocka_unit_test(test_info_minor),     cmocka_unit_test(test_path),
-		cmocka_unit_test(test_cuda_own_first),
+		cmocka_unit_test(test_cuda_entry),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

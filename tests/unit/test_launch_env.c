@@ -116,8 +116,19 @@ static void test_torchrun_contract(void **state)
 	ASSERT_ENV(&e, "TORCHELASTIC_ERROR_FILE", "/run/x/error-rank3-restart2.json");
 	ASSERT_ENV(&e, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
 	ASSERT_ENV(&e, "OMP_NUM_THREADS", "1");
-	/* The worker's own GPU first. */
-	ASSERT_ENV(&e, "CUDA_VISIBLE_DEVICES", "1,0");
+	/* The node's GPUs in the agent's order: set_device(LOCAL_RANK) picks the worker's. */
+	ASSERT_ENV(&e, "CUDA_VISIBLE_DEVICES", "0,1");
+	ASSERT_ENV(&e, "PHALANX_CUDA_DEVICE", "1");
+	/* Slurm's view as if srun had started this worker as a task of its own. */
+	ASSERT_ENV(&e, "SLURM_PROCID", "3");
+	ASSERT_ENV(&e, "SLURM_LOCALID", "1");
+	ASSERT_ENV(&e, "SLURM_NODEID", "1");
+	ASSERT_ENV(&e, "SLURM_NTASKS", "8");
+	ASSERT_ENV(&e, "SLURM_STEP_NUM_TASKS", "8");
+	ASSERT_ENV(&e, "SLURM_STEP_NUM_NODES", "4");
+	ASSERT_ENV(&e, "SLURM_NTASKS_PER_NODE", "2");
+	ASSERT_ENV(&e, "SLURM_TASKS_PER_NODE", "2(x4)");
+	ASSERT_ENV(&e, "SLURM_GTIDS", "2,3");
 	ASSERT_ENV(&e, "PHALANX_AGENT_SHM", "7");
 	ASSERT_ENV(&e, "PHALANX_AGENT_SLOT", "1");
 	ASSERT_ENV(&e, "PHALANX_AGENT_PID", "1234");
