@@ -2,9 +2,10 @@
 /*
  * phalanx plan --layout SPEC --nodes HOSTLIST --gpus-per-node N [--fabric FILE]
  *              [--topology-conf FILE] [--slow HOSTLIST] [--world-size N]
- *              [--traffic SPEC] [--json] [--explain]
+ *              [--traffic SPEC] [--megatron] [--json] [--explain]
  * Prints the rank map and what it costs next to Slurm's host-name order and
- * the lower bound. See phalanx-plan(1).
+ * the lower bound; --megatron also the Megatron-LM arguments that form the
+ * same groups. See phalanx-plan(1).
  */
 #include "config.h"
 
@@ -19,6 +20,7 @@
 #include "placement/fabric.h"
 #include "common/hostlist.h"
 #include "placement/layout.h"
+#include "placement/megatron.h"
 #include "common/log.h"
 #include "placement/placement.h"
 #include "cli/cli_args.h"
@@ -27,12 +29,13 @@
 #define USAGE                                                                                      \
 	"usage: phalanx plan --layout SPEC --nodes HOSTLIST --gpus-per-node N\n"                   \
 	"                    [--fabric FILE] [--topology-conf FILE] [--slow HOSTLIST]\n"           \
-	"                    [--world-size N] [--traffic SPEC] [--json] [--explain]"
+	"                    [--world-size N] [--traffic SPEC] [--megatron] [--json]\n"      \
+	"                    [--explain]"
 
 struct plan_args {
 	const char *layout, *nodes, *fabric, *topology_conf, *slow, *traffic;
 	unsigned long gpus_per_node, world;
-	bool json, explain;
+	bool json, explain, megatron;
 };
 
 struct plan_inputs {
@@ -40,6 +43,7 @@ struct plan_inputs {
 	struct phx_hostnames nodes, slow;
 	struct phx_fabric *fabric;
 	struct phx_traffic traffic;
+	struct phx_megatron megatron;
 };
 
 /* ---------------------------------------------------------------- text */
@@ -246,7 +250,24 @@ static struct json_object *ranks_json(const struct phx_plan *plan)
 	return a;
 }
 
-static int print_json(const struct phx_plan *plan)
+static struct json_object *megatron_json(const struct phx_megatron *mg)
+{
+	struct json_object *o = json_object_new_object();
+	char args[512];
+
+	phx_megatron_args(mg, args, sizeof(args));
+	json_object_object_add(o, "args", json_object_new_string(args));
+	json_object_object_add(o, "tp", json_object_new_uint64(mg->tp));
+	json_object_object_add(o, "cp", json_object_new_uint64(mg->cp));
+	json_object_object_add(o, "pp", json_object_new_uint64(mg->pp));
+	json_object_object_add(o, "ep", json_object_new_uint64(mg->ep));
+	json_object_object_add(o, "etp", json_object_new_uint64(mg->etp));
+	json_object_object_add(o, "dp", json_object_new_uint64(mg->dp));
+	json_object_object_add(o, "edp", json_object_new_uint64(mg->edp));
+	return o;
+}
+
+static int print_json(const struct phx_plan *plan, const struct phx_megatron *mg)
 {
 	struct json_object *o = json_object_new_object(), *cost = json_object_new_object();
 	struct json_object *warnings = json_object_new_array();
@@ -269,6 +290,8 @@ static int print_json(const struct phx_plan *plan)
 	for (size_t i = 0; i < plan->n_warnings; i++)
 		json_object_array_add(warnings, json_object_new_string(plan->warnings[i]));
 	json_object_object_add(o, "warnings", warnings);
+	if (mg)
+		json_object_object_add(o, "megatron", megatron_json(mg));
 	json_object_object_add(o, "nodes", nodes_json(plan));
 	json_object_object_add(o, "ranks", ranks_json(plan));
 	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
@@ -310,6 +333,7 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 		{ "traffic", required_argument, NULL, 'T' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "explain", no_argument, NULL, 'e' },
+		{ "megatron", no_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -342,6 +366,9 @@ static int parse_args(int argc, char **argv, struct plan_args *a)
 			break;
 		case 'e':
 			a->explain = true;
+			break;
+		case 'm':
+			a->megatron = true;
 			break;
 		case 'g':
 			if (number("--gpus-per-node", optarg, 1024, &a->gpus_per_node) < 0)
@@ -407,6 +434,11 @@ static int load_inputs(const struct plan_args *a, struct plan_inputs *in)
 		phx_error("plan: --layout: %s", err);
 		return 2;
 	}
+	/* Megatron-LM forms its groups in two orders only: refused before placing. */
+	if (a->megatron && phx_megatron_map(&in->layout, &in->megatron, err, sizeof(err)) < 0) {
+		phx_error("plan: --megatron: %s", err);
+		return 2;
+	}
 	if ((a->fabric || a->topology_conf) &&
 	    phx_fabric_load(a->fabric, a->topology_conf, &in->fabric, err, sizeof(err)) < 0) {
 		phx_error("plan: %s", err);
@@ -445,10 +477,16 @@ int phx_cmd_plan(int argc, char **argv)
 	for (size_t i = 0; i < plan->n_warnings; i++)
 		phx_warn("plan: %s", plan->warnings[i]);
 	if (a.json) {
-		ret = print_json(plan);
+		ret = print_json(plan, a.megatron ? &in.megatron : NULL);
 		goto out;
 	}
 	print_header(plan);
+	if (a.megatron) {
+		char args[512];
+
+		phx_megatron_args(&in.megatron, args, sizeof(args));
+		printf("megatron-lm: %s\n", args);
+	}
 	if (a.explain)
 		print_explain(plan);
 	else

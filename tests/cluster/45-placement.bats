@@ -204,3 +204,22 @@ BIND_REPORT+=' $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
 	[ "$(awk '{ print $1 }' "$out" | sort | uniq -c | awk '{ print $1 }' | sort -u)" = 2 ]
 	rm -f "$out"
 }
+
+@test "phalanx plan --megatron gives Megatron-LM's arguments for a layout, and refuses an order it cannot form" {
+	local phx=$PHX_BUILD_DIR/cli/phalanx
+	run --separate-stderr "$phx" plan --layout 'tp=2,ep=8,pp=4,dp=*' --nodes 'n[1-16]' \
+		--gpus-per-node 8 --megatron --json
+	show_run
+	[ "$status" -eq 0 ]
+	[ "$(jq -r .megatron.args <<<"$output")" = \
+	  "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 4 --expert-model-parallel-size 8" ]
+	# Megatron-Core derives data parallel ep x dp and expert data parallel dp.
+	[ "$(jq -r '.megatron | "\(.dp) \(.edp)"' <<<"$output")" = "16 2" ]
+	# Every tensor-parallel group the plan keeps on a node is two consecutive ranks.
+	[ "$(jq -r '.ranks[] | "\(.rank / 2 | floor) \(.node)"' <<<"$output" | sort -u | wc -l)" -eq 64 ]
+	run --separate-stderr "$phx" plan --layout 'tp=8,pp=4,dp=*,order=pp-tp-cp-ep-dp' \
+		--nodes 'n[1-16]' --gpus-per-node 8 --megatron
+	show_run
+	[ "$status" -eq 2 ]
+	grep -q 'phalanx: .*--megatron: .*the nearest layout it can express is tp=8,cp=1,ep=1,dp=4,pp=4,order=tp-cp-ep-pp-dp' <<<"$stderr"
+}

@@ -24,6 +24,7 @@ UNIT_TESTS = \
 	tests/unit/test_health \
 	tests/unit/test_isolate \
 	tests/unit/test_layout \
+	tests/unit/test_megatron \
 	tests/unit/test_fabric \
 	tests/unit/test_placement \
 	tests/unit/test_launch_args \
@@ -84,6 +85,8 @@ tests_unit_test_isolate_SOURCES = tests/unit/test_isolate.c
 tests_unit_test_isolate_LDADD = $(PHX_PLACEMENT_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_layout_SOURCES = tests/unit/test_layout.c
 tests_unit_test_layout_LDADD = $(PHX_PLACEMENT_LIBS) $(PHX_UNIT_LDADD)
+tests_unit_test_megatron_SOURCES = tests/unit/test_megatron.c
+tests_unit_test_megatron_LDADD = $(PHX_PLACEMENT_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_fabric_SOURCES = tests/unit/test_fabric.c
 tests_unit_test_fabric_LDADD = $(PHX_PLACEMENT_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_placement_SOURCES = tests/unit/test_placement.c
