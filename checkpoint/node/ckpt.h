@@ -32,6 +32,8 @@ enum phx_ckpt_tier {
 struct phx_ckpt_state {
 	long steps[PHX_TIER_COUNT][PHX_CKPT_STATE_MAX];
 	unsigned n[PHX_TIER_COUNT];
+	/* The newest step the node published per directory tier, -1 none (memory: -1). */
+	long published[PHX_TIER_COUNT];
 };
 
 const char *phx_ckpt_tier_name(enum phx_ckpt_tier t);
@@ -45,12 +47,24 @@ unsigned phx_ckpt_tiers_due(unsigned long save_no, const int every[PHX_TIER_COUN
 
 /* Adds step to tier t of s, keeping the newest PHX_CKPT_STATE_MAX. */
 void phx_ckpt_state_add(struct phx_ckpt_state *s, enum phx_ckpt_tier t, long step);
-/* "ck1 m=S,S l=S s=S"; returns snprintf's value. */
+/*
+ * "ck1 m=S,S l=S s=S p=P,P": the held steps, then the published ones of the
+ * local and shared tiers (left out when both are -1); returns snprintf's
+ * value.
+ */
 int phx_ckpt_state_format(const struct phx_ckpt_state *s, char *buf, size_t len);
 /* 0, or -1 when s is not such a state. */
 int phx_ckpt_state_parse(const char *s, struct phx_ckpt_state *out);
 /* The newest step tier t of every state holds, -1 when none. */
 long phx_ckpt_common_newest(const struct phx_ckpt_state *s, size_t n, enum phx_ckpt_tier t);
+/*
+ * The newest step every state's node has published in tier t (the oldest of
+ * their newest), -1 when one has none. A node collects nothing at or above
+ * it: a generation the slowest node has just published stays on every node
+ * until all have published a newer one, so a restart finds it everywhere.
+ */
+long phx_ckpt_published_everywhere(const struct phx_ckpt_state *s, size_t n,
+				   enum phx_ckpt_tier t);
 
 /*
  * Which generations of a tier to delete. Of steps[n] (published[i]: its

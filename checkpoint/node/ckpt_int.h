@@ -92,6 +92,7 @@ struct ck_job {
 	/* J_PUBLISH: the manifest of a tier's generation, then latest, then collection */
 	enum phx_ckpt_tier tier;
 	char *manifest; /* NULL: another agent writes it; only collect */
+	long gc_bound; /* collect nothing newer: the newest generation every agent published */
 };
 
 /* Partner copies (agent_ckpt_partner*.c); NULL in struct phx_ckpt when off. */
@@ -138,6 +139,8 @@ struct phx_ckpt {
 	void *hb; /* the heartbeat page: its save request */
 	uint64_t seen_request;
 	long committed[PHX_TIER_COUNT]; /* agreed by every agent, -1 */
+	long published[PHX_TIER_COUNT]; /* the newest this node published, -1 */
+	long published_all[PHX_TIER_COUNT]; /* ... that every agent has, -1: the bound of collection */
 	long restored; /* the generation restored at start, -1 */
 	struct phx_ckpt_state held;
 	/* the writer thread */

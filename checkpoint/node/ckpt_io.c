@@ -236,7 +236,8 @@ static void publish(struct phx_ckpt *c, struct ck_job *j)
 		return;
 	}
 gc:
-	collect(c, j->tier, j->step);
+	/* A generation a slower node has not replaced yet may be the only common one. */
+	collect(c, j->tier, j->gc_bound < j->step ? j->gc_bound : j->step);
 }
 
 static void *io_main(void *arg)

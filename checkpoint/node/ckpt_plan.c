@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,12 @@ int phx_ckpt_state_format(const struct phx_ckpt_state *s, char *buf, size_t len)
 				     i ? ",%ld" : "%ld", s->steps[t][i]);
 		}
 	}
+	if (w >= 0 && (s->published[PHX_TIER_LOCAL] >= 0 || s->published[PHX_TIER_SHARED] >= 0)) {
+		off += (size_t)w;
+		w = snprintf(buf + (off < len ? off : len), off < len ? len - off : 0,
+			     " p=%ld,%ld", s->published[PHX_TIER_LOCAL],
+			     s->published[PHX_TIER_SHARED]);
+	}
 	return w < 0 ? w : (int)(off + (size_t)w);
 }
 
@@ -91,11 +98,29 @@ static const char *parse_list(const char *p, struct phx_ckpt_state *out, int t)
 	return p;
 }
 
+/* "-1" or a step without a leading zero, up to end; NULL when not one. */
+static const char *parse_published(const char *p, char end, long *out)
+{
+	char *stop;
+
+	if (!strncmp(p, "-1", 2) && p[2] == end) {
+		*out = -1;
+		return p + 2;
+	}
+	if (*p < '0' || *p > '9' || (*p == '0' && p[1] != end))
+		return NULL;
+	errno = 0;
+	*out = strtol(p, &stop, 10);
+	return errno || *stop != end ? NULL : stop;
+}
+
 int phx_ckpt_state_parse(const char *s, struct phx_ckpt_state *out)
 {
 	const char *p = s;
 
 	memset(out, 0, sizeof(*out));
+	for (int t = 0; t < PHX_TIER_COUNT; t++)
+		out->published[t] = -1;
 	if (strncmp(p, "ck1", 3))
 		return -1;
 	p += 3;
@@ -106,7 +131,27 @@ int phx_ckpt_state_parse(const char *s, struct phx_ckpt_state *out)
 		if (!p)
 			return -1;
 	}
-	return *p ? -1 : 0;
+	if (!*p)
+		return 0;
+	if (strncmp(p, " p=", 3))
+		return -1;
+	p = parse_published(p + 3, ',', &out->published[PHX_TIER_LOCAL]);
+	if (p)
+		p = parse_published(p + 1, '\0', &out->published[PHX_TIER_SHARED]);
+	/* Both -1 is written as no p= at all: one text per state. */
+	if (!p || (out->published[PHX_TIER_LOCAL] < 0 && out->published[PHX_TIER_SHARED] < 0))
+		return -1;
+	return 0;
+}
+
+long phx_ckpt_published_everywhere(const struct phx_ckpt_state *s, size_t n,
+				   enum phx_ckpt_tier t)
+{
+	long low = n ? LONG_MAX : -1;
+
+	for (size_t i = 0; i < n; i++)
+		low = s[i].published[t] < low ? s[i].published[t] : low;
+	return low;
 }
 
 static bool holds(const struct phx_ckpt_state *s, enum phx_ckpt_tier t, long step)

@@ -239,11 +239,14 @@ static void io_done(struct phx_ckpt *c)
 	while (j) {
 		struct ck_job *next = j->next;
 
-		if (j->kind == J_PERSIST)
+		if (j->kind == J_PERSIST) {
 			persist_done(c, j);
-		else if (j->rc == 0)
+		} else if (j->rc == 0) {
 			phx_debug("generation %ld published in the %s tier on %s", j->step,
 				  phx_ckpt_tier_name(j->tier), c->node);
+			if (j->step > c->published[j->tier])
+				c->published[j->tier] = j->step;
+		}
 		free(j->manifest);
 		free(j);
 		j = next;
@@ -601,6 +604,7 @@ void phx_agent_ckpt_round_value(struct phx_agent *a, char *buf, size_t len)
 	st = c->held;
 	st.n[PHX_TIER_MEMORY] = 0;
 	memory_held(c, &st);
+	memcpy(st.published, c->published, sizeof(st.published));
 	buf[used++] = '|';
 	phx_ckpt_state_format(&st, buf + used, len - used);
 	/* The two newest generations the others may still need this node's digests of. */
@@ -704,6 +708,7 @@ static void commit_tier(struct phx_agent *a, enum phx_ckpt_tier t, long step)
 	j->kind = J_PUBLISH;
 	j->tier = t;
 	j->step = step;
+	j->gc_bound = c->published_all[t];
 	ck_io_submit(c, j);
 }
 
@@ -738,6 +743,8 @@ void phx_agent_ckpt_round_result(struct phx_agent *a, char **values)
 	for (int t = 0; ok && t < PHX_TIER_COUNT; t++) {
 		long step = phx_ckpt_common_newest(st, a->pmix.size, (enum phx_ckpt_tier)t);
 
+		c->published_all[t] =
+			phx_ckpt_published_everywhere(st, a->pmix.size, (enum phx_ckpt_tier)t);
 		if (step > c->committed[t])
 			commit_tier(a, (enum phx_ckpt_tier)t, step);
 	}
@@ -951,7 +958,7 @@ static int configure(struct phx_agent *a, struct phx_ckpt *c)
 	c->every[PHX_TIER_LOCAL] = c->dir[PHX_TIER_LOCAL][0] ? conf->checkpoint.local_every : 0;
 	c->every[PHX_TIER_SHARED] = c->dir[PHX_TIER_SHARED][0] ? conf->checkpoint.shared_every : 0;
 	for (int t = 0; t < PHX_TIER_COUNT; t++)
-		c->committed[t] = -1;
+		c->committed[t] = c->published[t] = c->published_all[t] = -1;
 	return 0;
 }
 

@@ -35,7 +35,7 @@ static void test_tiers_due(void **state)
 
 static void test_state_round_trip(void **state)
 {
-	struct phx_ckpt_state s = { 0 }, back;
+	struct phx_ckpt_state s = { .published = { -1, -1, -1 } }, back;
 	char buf[256];
 
 	(void)state;
@@ -54,6 +54,18 @@ static void test_state_round_trip(void **state)
 	phx_ckpt_state_add(&s, PHX_TIER_MEMORY, 1);
 	phx_ckpt_state_format(&s, buf, sizeof(buf));
 	assert_string_equal(buf, "ck1 m=70,60,50,40 l=5 s=");
+	/* What the node published, once it has. */
+	s.published[PHX_TIER_LOCAL] = 0;
+	phx_ckpt_state_format(&s, buf, sizeof(buf));
+	assert_string_equal(buf, "ck1 m=70,60,50,40 l=5 s= p=0,-1");
+	assert_int_equal(phx_ckpt_state_parse(buf, &back), 0);
+	assert_memory_equal(&s, &back, sizeof(s));
+	s.published[PHX_TIER_LOCAL] = 40;
+	s.published[PHX_TIER_SHARED] = 20;
+	phx_ckpt_state_format(&s, buf, sizeof(buf));
+	assert_string_equal(buf, "ck1 m=70,60,50,40 l=5 s= p=40,20");
+	assert_int_equal(phx_ckpt_state_parse(buf, &back), 0);
+	assert_memory_equal(&s, &back, sizeof(s));
 }
 
 static void test_state_refused(void **state)
@@ -72,6 +84,17 @@ static void test_state_refused(void **state)
 		"ck1 l= m= s=",
 		"ck1 m=99999999999999999999999 l= s=",
 		"ck1 m=a l= s=",
+		/* Both -1 is written without p=: one text per state. */
+		"ck1 m= l= s= p=-1,-1",
+		"ck1 m= l= s= p=",
+		"ck1 m= l= s= p=5",
+		"ck1 m= l= s= p=5,",
+		"ck1 m= l= s= p=05,1",
+		"ck1 m= l= s= p=5,1,2",
+		"ck1 m= l= s= p=-2,1",
+		"ck1 m= l= s= p=5,1 ",
+		"ck1 m= l= s= q=5,1",
+		"ck1 m= l= s= p=99999999999999999999999,1",
 	};
 	struct phx_ckpt_state s;
 
@@ -99,6 +122,34 @@ static void test_common_newest(void **state)
 	assert_int_equal(phx_ckpt_common_newest(s, 3, PHX_TIER_SHARED), -1);
 	assert_int_equal(phx_ckpt_common_newest(s, 2, PHX_TIER_SHARED), 20);
 	assert_int_equal(phx_ckpt_common_newest(s, 0, PHX_TIER_SHARED), -1);
+}
+
+/*
+ * The bound of collection: a fast node that published 40 and 50 keeps 30
+ * while the slowest has published only that, so all can restore it.
+ */
+static void test_published_everywhere(void **state)
+{
+	const long steps[] = { 10, 20, 30, 40, 50 };
+	const bool all[] = { true, true, true, true, true };
+	struct phx_ckpt_state s[3];
+	long bound, drop[5];
+	size_t n;
+
+	(void)state;
+	assert_int_equal(phx_ckpt_state_parse("ck1 m= l=50 s= p=50,-1", &s[0]), 0);
+	assert_int_equal(phx_ckpt_state_parse("ck1 m= l=50 s= p=30,-1", &s[1]), 0);
+	assert_int_equal(phx_ckpt_state_parse("ck1 m= l=50 s= p=40,-1", &s[2]), 0);
+	bound = phx_ckpt_published_everywhere(s, 3, PHX_TIER_LOCAL);
+	assert_int_equal(bound, 30);
+	/* The fast node, keep 2, collecting after it published 50. */
+	n = phx_ckpt_gc_pick(steps, all, 5, bound < 50 ? bound : 50, 2, drop);
+	assert_int_equal(n, 1);
+	assert_int_equal(drop[0], 10);
+	/* One node has published nothing in a tier: nothing is collected there. */
+	assert_int_equal(phx_ckpt_published_everywhere(s, 3, PHX_TIER_SHARED), -1);
+	assert_int_equal(phx_ckpt_gc_pick(steps, all, 5, -1, 2, drop), 0);
+	assert_int_equal(phx_ckpt_published_everywhere(s, 0, PHX_TIER_LOCAL), -1);
 }
 
 static void test_gc_pick(void **state)
@@ -249,6 +300,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tiers_due),     cmocka_unit_test(test_state_round_trip),
 		cmocka_unit_test(test_state_refused), cmocka_unit_test(test_common_newest),
+		cmocka_unit_test(test_published_everywhere),
 		cmocka_unit_test(test_gc_pick),	      cmocka_unit_test(test_gc_pick_aborted),
 		cmocka_unit_test(test_gen_names),     cmocka_unit_test(test_manifest),
 		cmocka_unit_test(test_digests),
