@@ -241,11 +241,13 @@ static void io_done(struct phx_ckpt *c)
 
 		if (j->kind == J_PERSIST) {
 			persist_done(c, j);
-		} else if (j->rc == 0) {
-			phx_debug("generation %ld published in the %s tier on %s", j->step,
-				  phx_ckpt_tier_name(j->tier), c->node);
-			if (j->step > c->published[j->tier])
+		} else {
+			c->publishing--;
+			if (j->rc == 0 && j->step > c->published[j->tier])
 				c->published[j->tier] = j->step;
+			if (j->rc == 0)
+				phx_debug("generation %ld published in the %s tier on %s", j->step,
+					  phx_ckpt_tier_name(j->tier), c->node);
 		}
 		free(j->manifest);
 		free(j);
@@ -673,6 +675,17 @@ static void commit_memory(struct phx_ckpt *c, long step)
 	}
 }
 
+/* j->manifest NULL: the generation's manifest is another agent's; only collect. */
+static void submit_publish(struct phx_ckpt *c, struct ck_job *j, enum phx_ckpt_tier t, long step)
+{
+	j->kind = J_PUBLISH;
+	j->tier = t;
+	j->step = step;
+	j->gc_bound = c->published_all[t];
+	c->publishing++;
+	ck_io_submit(c, j);
+}
+
 static void commit_tier(struct phx_agent *a, enum phx_ckpt_tier t, long step)
 {
 	struct phx_ckpt *c = a->ckpt;
@@ -705,11 +718,7 @@ static void commit_tier(struct phx_agent *a, enum phx_ckpt_tier t, long step)
 		free(j);
 		return;
 	}
-	j->kind = J_PUBLISH;
-	j->tier = t;
-	j->step = step;
-	j->gc_bound = c->published_all[t];
-	ck_io_submit(c, j);
+	submit_publish(c, j, t, step);
 }
 
 void phx_agent_ckpt_round_result(struct phx_agent *a, char **values)
@@ -760,34 +769,61 @@ static bool persisting(const struct phx_ckpt *c)
 	return false;
 }
 
-void phx_agent_ckpt_finish(struct phx_agent *a)
+/* The workers are done: waiting for the disks is all that is left to do. */
+static void wait_io(struct phx_ckpt *c)
 {
-	struct phx_ckpt *c = a->ckpt;
-	char **values, mine[8192] = "", err[1024];
-	struct pollfd pfd;
+	struct pollfd pfd = { .fd = c->ev_fd, .events = POLLIN };
 
-	if (!c)
-		return;
-	/* The workers are done: waiting for the disks is all that is left to do. */
-	pfd = (struct pollfd){ .fd = c->ev_fd, .events = POLLIN };
-	while (persisting(c)) {
+	while (persisting(c) || c->publishing) {
 		if (poll(&pfd, 1, 1000) > 0)
 			io_done(c);
 	}
-	values = calloc(a->pmix.size, sizeof(*values));
+}
+
+/* One agreement round of the end, under its own key; false when it failed. */
+static bool final_round(struct phx_agent *a, const char *key)
+{
+	char **values = calloc(a->pmix.size, sizeof(*values)), mine[8192] = "", err[1024];
+
 	phx_agent_ckpt_round_value(a, mine, sizeof(mine));
-	if (!values ||
-	    phx_pmix_allgather(&a->pmix, "phx.ck.final", mine, values, err, sizeof(err)) < 0) {
+	if (!values || phx_pmix_allgather(&a->pmix, key, mine, values, err, sizeof(err)) < 0) {
 		phx_error("the last checkpoint agreement failed: %s; generations saved since the "
-			  "last round stay unpublished",
+			  "last round stay unpublished or uncollected",
 			  values ? err : "out of memory");
 		free(values);
-		return;
+		return false;
 	}
 	phx_agent_ckpt_round_result(a, values);
 	for (size_t i = 0; i < a->pmix.size; i++)
 		free(values[i]);
 	free(values);
+	return true;
+}
+
+void phx_agent_ckpt_finish(struct phx_agent *a)
+{
+	struct phx_ckpt *c = a->ckpt;
+
+	if (!c)
+		return;
+	wait_io(c);
+	if (!final_round(a, "phx.ck.final"))
+		return;
+	wait_io(c);
+	/*
+	 * The last generations are published everywhere now: one more round
+	 * tells every agent so, and each collects down to `keep` again.
+	 */
+	if (!final_round(a, "phx.ck.collect"))
+		return;
+	for (int t = PHX_TIER_LOCAL; t < PHX_TIER_COUNT; t++) {
+		struct ck_job *j;
+
+		if (!c->dir[t][0] || c->published[t] < 0 || !(j = calloc(1, sizeof(*j))))
+			continue;
+		submit_publish(c, j, (enum phx_ckpt_tier)t, c->published[t]);
+	}
+	wait_io(c);
 }
 
 void phx_agent_ckpt_restart(struct phx_agent *a)
