@@ -3,9 +3,14 @@
 check_PROGRAMS += tests/cluster/pmix_exchange
 tests_cluster_pmix_exchange_SOURCES = tests/cluster/pmix_exchange.c
 tests_cluster_pmix_exchange_LDADD = $(PMIX_LIBS)
+# A worker's environment from the launcher's own code, for tests/gpu/set_device.py.
+check_PROGRAMS += tests/gpu/worker_env
+tests_gpu_worker_env_SOURCES = tests/gpu/worker_env.c
+tests_gpu_worker_env_LDADD = $(PHX_LAUNCH_LIBS) common/libphxcommon.la $(SLURM_LIBS) $(JSONC_LIBS) $(CRYPTO_LIBS) -lpthread
 # Folders that also hold build output are listed file by file: 'make dist'
 # would copy the build tree's objects along with a whole folder.
-EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/layout/check \
+EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/gpu/set_device.py \
+	tests/layout/check tests/torchrun.py \
 	tests/stack/debian13 tests/torch_env.bash tests/security/preauth_flood.py \
 	tests/bench/placement tests/bench/lab-cycle tests/bench/ckpt tests/bench/ckpt-commit \
 	tests/bench/recovery tests/bench/launch tests/bench/launch_worker \
@@ -19,6 +24,7 @@ EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/layout/che
 	tests/cluster/45-placement.bats \
 	tests/cluster/46-blocks.bats \
 	tests/cluster/47-devices.bats \
+	tests/cluster/48-torchrun-env.bats \
 	tests/cluster/50-health.bats \
 	tests/cluster/60-isolation.bats \
 	tests/cluster/70-launch.bats \

@@ -1,0 +1,108 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+#
+# The torchrun environment, variable by variable, against torchrun itself:
+# the same job shape (2 nodes x 2 ranks) started by PyTorch's torchrun
+# (static rendezvous, node rank = SLURM_NODEID), by the plugin on a plain
+# srun with --phx-place=block, and by phalanx-launch's agents; for every
+# rank, the variables torchrun defines must have torchrun's values (or the
+# difference phalanx(7), THE TORCHRUN ENVIRONMENT, documents).
+
+load lib
+
+setup_file()
+{
+	require_lab
+	need_launch_lab 2 || return 1
+	export TORCHRUN=$BATS_TEST_DIRNAME/../torchrun.py
+	export JOB_NAME=phx-torchrun-env SLURM_JOB_NAME=phx-torchrun-env
+}
+
+setup()
+{
+	lab_has_plugin || skip "the lab was brought up with --no-plugin"
+}
+
+VARS='RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE GROUP_RANK GROUP_WORLD_SIZE ROLE_NAME'
+VARS+=' ROLE_RANK ROLE_WORLD_SIZE MASTER_ADDR MASTER_PORT TORCHELASTIC_RESTART_COUNT'
+VARS+=' TORCHELASTIC_MAX_RESTARTS TORCHELASTIC_RUN_ID TORCHELASTIC_USE_AGENT_STORE'
+VARS+=' TORCHELASTIC_ERROR_FILE TORCH_NCCL_ASYNC_ERROR_HANDLING'
+# One line per rank: the host, then NAME=VALUE for each of VARS (- unset),
+# written at once (the workers of a node share torchrun's standard output).
+PRINT='l=$(hostname); for v in '"$VARS"'; do l+=" $v=${!v--}"; done; echo "$l"'
+
+# value LINES HOST LOCAL_RANK NAME: NAME on the rank of LOCAL_RANK on HOST.
+value()
+{
+	awk -v h="$2" -v l="LOCAL_RANK=$3" '$1 == h && index(" " $0 " ", " " l " ")' <<<"$1" |
+		tr ' ' '\n' | sed -n "s/^$4=//p"
+}
+
+torchrun_lines()
+{
+	local port=$((20000 + RANDOM % 10000))
+	timeout 120 srun -N2 --ntasks-per-node=1 -w node1,node2 bash -c \
+		'exec /usr/bin/python3 "$1" --nnodes 2 --nproc_per_node 2 --node_rank "$SLURM_NODEID" \
+			--master_addr node1 --master_port "$2" --max_restarts 3 --no_python \
+			bash -c "$3"' sh "$TORCHRUN" "$port" "$PRINT" 2>"$BATS_TEST_TMPDIR/torchrun.err" |
+		grep '^node[12] '
+}
+
+# same LINES_A LINES_B VARS...: every rank of A has B's value of each of VARS.
+same()
+{
+	local a=$1 b=$2 host l v va vb
+	shift 2
+	for host in node1 node2; do
+		for l in 0 1; do
+			for v in "$@"; do
+				va=$(value "$a" "$host" "$l" "$v")
+				vb=$(value "$b" "$host" "$l" "$v")
+				[ -n "$va" ] || { echo "$host rank $l: no $v"; return 1; }
+				# What this PyTorch's torchrun does not set yet (PyTorch 1.13
+				# has no TORCH_NCCL_ASYNC_ERROR_HANDLING) is not compared.
+				[ "$vb" != - ] || continue
+				[ "$va" = "$vb" ] || { echo "$host local rank $l: $v=$va, torchrun's $vb"; return 1; }
+			done
+		done
+	done
+}
+
+@test "a plain srun task gets torchrun's values of the variables torchrun sets for its rank" {
+	local tr ours
+	tr=$(torchrun_lines)
+	echo "torchrun:"; echo "$tr"
+	[ "$(wc -l <<<"$tr")" -eq 4 ]
+	ours=$(timeout 60 srun -N2 --ntasks-per-node=2 -w node1,node2 --phx-place=block \
+		--phx-layout='dp=*' bash -c "$PRINT")
+	echo "plugin:"; echo "$ours"
+	same "$ours" "$tr" RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE GROUP_RANK \
+		GROUP_WORLD_SIZE ROLE_NAME ROLE_RANK ROLE_WORLD_SIZE MASTER_ADDR
+	# No agent restarts a task: torchrun's restart variables are not set (phalanx(7)).
+	! grep -q 'TORCHELASTIC_RESTART_COUNT=[0-9]' <<<"$ours"
+}
+
+@test "a phalanx-launch worker gets torchrun's values of the variables torchrun sets for its rank" {
+	local tr ours l host
+	tr=$(torchrun_lines)
+	echo "torchrun:"; echo "$tr"
+	[ "$(wc -l <<<"$tr")" -eq 4 ]
+	ours=$(timeout 120 srun --mpi=pmix -N2 --ntasks-per-node=1 -w node1,node2 "$LAUNCH" --agent \
+		--nproc-per-node 2 --max-restarts 3 -- bash -c "$PRINT" | sed 's/^\[rank [0-9]*\] //')
+	echo "phalanx-launch:"; echo "$ours"
+	same "$ours" "$tr" RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE GROUP_RANK \
+		GROUP_WORLD_SIZE ROLE_NAME ROLE_RANK ROLE_WORLD_SIZE TORCHELASTIC_RESTART_COUNT \
+		TORCHELASTIC_MAX_RESTARTS TORCH_NCCL_ASYNC_ERROR_HANDLING
+	for host in node1 node2; do
+		for l in 0 1; do
+			# Set in both, with values of their own: the run id, the error file
+			# (one per rank), the rendezvous.
+			[ "$(value "$ours" "$host" "$l" TORCHELASTIC_RUN_ID)" != - ]
+			[ "$(value "$ours" "$host" "$l" TORCHELASTIC_ERROR_FILE)" != - ]
+			[ "$(value "$tr" "$host" "$l" TORCHELASTIC_ERROR_FILE)" != - ]
+			[ "$(value "$ours" "$host" "$l" MASTER_PORT)" != - ]
+		done
+	done
+	# Rank 0 hosts the store itself (phalanx(7)): False where torchrun's agent hosts it.
+	[ "$(value "$ours" node1 0 TORCHELASTIC_USE_AGENT_STORE)" = False ]
+}
