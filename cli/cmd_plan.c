@@ -29,7 +29,7 @@
 #define USAGE                                                                                      \
 	"usage: phalanx plan --layout SPEC --nodes HOSTLIST --gpus-per-node N\n"                   \
 	"                    [--fabric FILE] [--topology-conf FILE] [--slow HOSTLIST]\n"           \
-	"                    [--world-size N] [--traffic SPEC] [--megatron] [--json]\n"      \
+	"                    [--world-size N] [--traffic SPEC] [--megatron] [--json]\n"            \
 	"                    [--explain]"
 
 struct plan_args {

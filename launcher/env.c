@@ -198,7 +198,8 @@ static int slurm_task_env(const struct phx_envops *ops, const struct phx_worker_
 			       phx_envops_setf(ops, "SLURM_STEP_NUM_TASKS", 1, "%lu", world) ||
 			       phx_envops_setf(ops, "SLURM_STEP_NUM_NODES", 1, "%u", nodes) ||
 			       phx_envops_setf(ops, "SLURM_NTASKS_PER_NODE", 1, "%u", tpn) ||
-			       phx_envops_setf(ops, "SLURM_TASKS_PER_NODE", 1, "%u(x%u)", tpn, nodes) ||
+			       phx_envops_setf(ops, "SLURM_TASKS_PER_NODE", 1, "%u(x%u)", tpn,
+					       nodes) ||
 			       phx_envops_setf(ops, "SLURM_STEP_TASKS_PER_NODE", 1, "%u(x%u)", tpn,
 					       nodes) ||
 			       phx_envops_setf(ops, "SLURM_GTIDS", 1, "%s", gtids)

@@ -124,36 +124,53 @@ static long slurm_gpu(const struct phx_envops *ops, unsigned slot, unsigned task
 	return mine.id[0];
 }
 
+/* Every rank of the node sees node_cvd in one order: its own GPU is entry LOCAL_RANK. */
+static int bind_shared(const struct phx_envops *ops, unsigned slot, unsigned tasks_per_node,
+		       const char *node_cvd, struct phx_binding *b)
+{
+	char own[256];
+
+	snprintf(b->visible, sizeof(b->visible), "%s", node_cvd);
+	if (phx_envops_setf(ops, "CUDA_VISIBLE_DEVICES", 1, "%s", b->visible))
+		return -1;
+	if (phx_cuda_entry(b->visible, slot, own, sizeof(own)) < 0)
+		phx_warn("task slot %u has no GPU of its own in CUDA_VISIBLE_DEVICES=%s; "
+			 "request one GPU per task (--gpus-per-node=%u)",
+			 slot, b->visible, tasks_per_node);
+	else
+		b->cuda_device = (int)slot;
+	return 0;
+}
+
+/* The rank sees only its own GPUs (task isolation): the first is its device. */
+static void bind_own(const struct phx_envops *ops, struct phx_binding *b)
+{
+	char own[256];
+
+	if (ops->get(ops->ctx, "CUDA_VISIBLE_DEVICES", b->visible, sizeof(b->visible)) < 0 ||
+	    phx_cuda_entry(b->visible, 0, own, sizeof(own)) < 0)
+		b->visible[0] = '\0'; /* the step has no GPUs */
+	else
+		b->cuda_device = 0;
+}
+
 int phx_bind_gpu(const struct phx_envops *ops, const struct phx_node_topo *topo, unsigned slot,
 		 unsigned tasks_per_node, const char *node_cvd, struct phx_binding *b)
 {
-	char own[256];
+	bool shared = node_cvd && node_cvd[0];
 
 	memset(b, 0, sizeof(*b));
 	b->gpu = -1;
 	b->cuda_device = -1;
-	if (node_cvd && node_cvd[0]) {
-		/* One list, one order for every rank of the node: its own GPU is entry LOCAL_RANK. */
-		snprintf(b->visible, sizeof(b->visible), "%s", node_cvd);
-		if (phx_envops_setf(ops, "CUDA_VISIBLE_DEVICES", 1, "%s", b->visible))
+	if (shared) {
+		if (bind_shared(ops, slot, tasks_per_node, node_cvd, b) < 0)
 			return -1;
-		if (phx_cuda_entry(b->visible, slot, own, sizeof(own)) < 0) {
-			phx_warn("task slot %u has no GPU of its own in CUDA_VISIBLE_DEVICES=%s; "
-				 "request one GPU per task (--gpus-per-node=%u)",
-				 slot, b->visible, tasks_per_node);
-			return 0;
-		}
-		b->cuda_device = (int)slot;
 	} else {
-		/* The rank sees only its own GPUs (task isolation): the first is its device. */
-		if (ops->get(ops->ctx, "CUDA_VISIBLE_DEVICES", b->visible, sizeof(b->visible)) < 0 ||
-		    phx_cuda_entry(b->visible, 0, own, sizeof(own)) < 0) {
-			b->visible[0] = '\0';
-			return 0; /* the step has no GPUs */
-		}
-		b->cuda_device = 0;
+		bind_own(ops, b);
 	}
-	b->gpu = slurm_gpu(ops, slot, tasks_per_node, node_cvd && node_cvd[0]);
+	if (b->cuda_device < 0)
+		return 0;
+	b->gpu = slurm_gpu(ops, slot, tasks_per_node, shared);
 	if (phx_envops_setf(ops, "PHALANX_CUDA_DEVICE", 1, "%d", b->cuda_device))
 		return -1;
 	if (topo && b->gpu >= 0 && (size_t)b->gpu < topo->ngpus) {

@@ -97,7 +97,8 @@ int phx_task_init(spank_t sp, const struct phx_step *step, const struct phx_job_
 	}
 	rank = step->map.slot_rank[slot];
 	if (phx_torchenv_rank(&ops, &step->map, (unsigned)slot, NULL, step->master_port) ||
-	    phx_bind_gpu(&ops, step->topo, (unsigned)slot, step->map.tasks_per_node, node_cvd, &b) ||
+	    phx_bind_gpu(&ops, step->topo, (unsigned)slot, step->map.tasks_per_node, node_cvd,
+			 &b) ||
 	    bind_cpus(&ops, &b) || phx_bind_nic(&ops, &b))
 		return -1;
 	if (opts->explain)

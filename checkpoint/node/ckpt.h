@@ -63,8 +63,7 @@ long phx_ckpt_common_newest(const struct phx_ckpt_state *s, size_t n, enum phx_c
  * it: a generation the slowest node has just published stays on every node
  * until all have published a newer one, so a restart finds it everywhere.
  */
-long phx_ckpt_published_everywhere(const struct phx_ckpt_state *s, size_t n,
-				   enum phx_ckpt_tier t);
+long phx_ckpt_published_everywhere(const struct phx_ckpt_state *s, size_t n, enum phx_ckpt_tier t);
 
 /*
  * Which generations of a tier to delete. Of steps[n] (published[i]: its

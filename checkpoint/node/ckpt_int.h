@@ -140,7 +140,7 @@ struct phx_ckpt {
 	uint64_t seen_request;
 	long committed[PHX_TIER_COUNT]; /* agreed by every agent, -1 */
 	long published[PHX_TIER_COUNT]; /* the newest this node published, -1 */
-	long published_all[PHX_TIER_COUNT]; /* ... that every agent has, -1: the bound of collection */
+	long published_all[PHX_TIER_COUNT]; /* ... that every agent has: collection's bound */
 	unsigned publishing; /* publish jobs not yet done */
 	long restored; /* the generation restored at start, -1 */
 	struct phx_ckpt_state held;

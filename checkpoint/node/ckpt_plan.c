@@ -66,9 +66,8 @@ int phx_ckpt_state_format(const struct phx_ckpt_state *s, char *buf, size_t len)
 	}
 	if (w >= 0 && (s->published[PHX_TIER_LOCAL] >= 0 || s->published[PHX_TIER_SHARED] >= 0)) {
 		off += (size_t)w;
-		w = snprintf(buf + (off < len ? off : len), off < len ? len - off : 0,
-			     " p=%ld,%ld", s->published[PHX_TIER_LOCAL],
-			     s->published[PHX_TIER_SHARED]);
+		w = snprintf(buf + (off < len ? off : len), off < len ? len - off : 0, " p=%ld,%ld",
+			     s->published[PHX_TIER_LOCAL], s->published[PHX_TIER_SHARED]);
 	}
 	return w < 0 ? w : (int)(off + (size_t)w);
 }
@@ -144,8 +143,7 @@ int phx_ckpt_state_parse(const char *s, struct phx_ckpt_state *out)
 	return 0;
 }
 
-long phx_ckpt_published_everywhere(const struct phx_ckpt_state *s, size_t n,
-				   enum phx_ckpt_tier t)
+long phx_ckpt_published_everywhere(const struct phx_ckpt_state *s, size_t n, enum phx_ckpt_tier t)
 {
 	long low = n ? LONG_MAX : -1;
 
