@@ -9,11 +9,15 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <grp.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -145,6 +149,9 @@ static void verify_rank(struct verify *v, uint32_t r)
 			unknown++;
 			if (may_say(v))
 				phx_error("rank %u: cannot verify: %s", r, err);
+		} else if (may_say(v)) {
+			phx_warn("rank %u: %s copy is not readable here: %s", r,
+				 s->locations[i].tier, err);
 		}
 	}
 	pthread_mutex_lock(&v->lock);
@@ -178,34 +185,13 @@ static void *verify_worker(void *arg)
 	}
 }
 
-static int do_verify(struct phx_ckptd_admin *a, uint64_t job, uint64_t gen, int threads)
+/* Checks every rank's copies of man; prints the summary. 0 when all verify. */
+static int verify_manifest(const struct phx_manifest *man, int threads)
 {
-	struct json_object *o = phx_wire_new(PHX_MSG_QUERY);
-	struct verify v = { .lock = PTHREAD_MUTEX_INITIALIZER };
-	struct phx_manifest man;
-	struct phx_wire_msg m;
+	struct verify v = { .m = man, .lock = PTHREAD_MUTEX_INITIALIZER };
 	pthread_t tid[64];
-	char err[512];
 	int n = 0;
 
-	json_object_object_add(o, "job", json_object_new_uint64(job));
-	json_object_object_add(o, "gen", json_object_new_uint64(gen));
-	if (phx_ckptd_roundtrip(a, o, &m) < 0)
-		return 1;
-	if (m.type != PHX_MSG_MANIFEST || !m.payload) {
-		phx_error("job %llu has no committed generation %llu", (unsigned long long)job,
-			  (unsigned long long)gen);
-		phx_wire_msg_free(&m);
-		return 1;
-	}
-	if (phx_manifest_from_json(m.payload, &man, err, sizeof(err)) < 0) {
-		phx_error("the catalog's manifest of job %llu is bad: %s", (unsigned long long)job,
-			  err);
-		phx_wire_msg_free(&m);
-		return 1;
-	}
-	phx_wire_msg_free(&m);
-	v.m = &man;
 	for (; n < threads && n < 64; n++)
 		if (pthread_create(&tid[n], NULL, verify_worker, &v))
 			break;
@@ -217,11 +203,85 @@ static int do_verify(struct phx_ckptd_admin *a, uint64_t job, uint64_t gen, int 
 		phx_warn("%u more problems not shown", v.said - VERIFY_SAY_MAX);
 	printf("job %u generation %llu (step %llu, %u ranks): %u verified, %u corrupt, %u not "
 	       "readable here, %u with an unknown digest algorithm\n",
-	       man.job, (unsigned long long)man.generation, (unsigned long long)man.step, man.world,
-	       v.ok, v.corrupt, v.missing, v.unverifiable);
-	n = v.ok == man.world ? 0 : 1;
+	       man->job, (unsigned long long)man->generation, (unsigned long long)man->step,
+	       man->world, v.ok, v.corrupt, v.missing, v.unverifiable);
+	return v.ok == man->world ? 0 : 1;
+}
+
+/* In a child that is the job's owner: paths in a manifest are the user's to name. */
+static int verify_as(uid_t uid, const struct phx_manifest *man, int threads)
+{
+	struct passwd *pw = getpwuid(uid);
+	pid_t pid;
+	int st;
+
+	if (!pw) {
+		phx_error("job %u belongs to uid %u, which has no passwd entry here; run verify on "
+			  "a host that knows the user",
+			  man->job, (unsigned)uid);
+		return 1;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		phx_error("cannot fork to verify as uid %u: %s", (unsigned)uid, strerror(errno));
+		return 1;
+	}
+	if (pid == 0) {
+		if (setgroups(0, NULL) < 0 || setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) < 0 ||
+		    setresuid(uid, uid, uid) < 0) {
+			phx_error("cannot become uid %u to verify: %s", (unsigned)uid,
+				  strerror(errno));
+			_exit(1);
+		}
+		st = verify_manifest(man, threads);
+		fflush(NULL);
+		_exit(st);
+	}
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+}
+
+static int do_verify(struct phx_ckptd_admin *a, uint64_t job, uint64_t gen, int threads)
+{
+	struct json_object *o = phx_wire_new(PHX_MSG_QUERY);
+	struct phx_manifest man;
+	struct phx_wire_msg m;
+	char err[512];
+	int rc;
+
+	json_object_object_add(o, "job", json_object_new_uint64(job));
+	json_object_object_add(o, "gen", json_object_new_uint64(gen));
+	if (phx_ckptd_roundtrip(a, o, &m) < 0)
+		return 1;
+	if (m.type != PHX_MSG_MANIFEST || !m.payload) {
+		phx_error("job %llu has no committed generation %llu", (unsigned long long)job,
+			  (unsigned long long)gen);
+		phx_wire_msg_free(&m);
+		return 1;
+	}
+	if (geteuid() == 0 && !m.has_uid) {
+		phx_error("phalanx-ckptd did not say who owns job %llu (an older daemon?); run "
+			  "verify as the job's owner, or update phalanx-ckptd",
+			  (unsigned long long)job);
+		phx_wire_msg_free(&m);
+		return 1;
+	}
+	if (phx_manifest_from_json(m.payload, &man, err, sizeof(err)) < 0) {
+		phx_error("the catalog's manifest of job %llu is bad: %s", (unsigned long long)job,
+			  err);
+		phx_wire_msg_free(&m);
+		return 1;
+	}
+	/* root reads the shards as the job's owner: never what that user could not. */
+	if (geteuid() == 0 && m.uid != 0)
+		rc = verify_as((uid_t)m.uid, &man, threads);
+	else
+		rc = verify_manifest(&man, threads);
+	phx_wire_msg_free(&m);
 	phx_manifest_free(&man);
-	return n;
+	return rc;
 }
 
 /* ------------------------------------------------------------------ rm, status */

@@ -110,6 +110,7 @@ static void on_query(struct ckptd *d, struct ckptd_conn *c, const struct phx_wir
 	man = phx_json_parse_object(e->text, e->len, err, sizeof(err));
 	json_object_object_add(o, "gen", json_object_new_uint64(e->gen));
 	json_object_object_add(o, "manifest", man);
+	json_object_object_add(o, "uid", json_object_new_uint64(j->uid));
 	ckptd_send(d, c, o);
 }
 

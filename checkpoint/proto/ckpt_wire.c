@@ -305,6 +305,10 @@ static int d_manifest(struct ctx *c)
 	if (has && !json_object_is_type(man, json_type_object))
 		return phx_errf(c->err, c->errlen, "manifest: \"manifest\" must be an object");
 	c->m->payload = has ? man : NULL;
+	/* The job's owner, to the admin socket: verify reads the shards as that user. */
+	c->m->has_uid = json_object_object_get_ex(c->o, "uid", NULL);
+	if (c->m->has_uid && (!has || u32(c, "uid", 0, U32 - 1, &c->m->uid, 0) < 0))
+		return has ? -1 : phx_errf(c->err, c->errlen, "manifest: a uid only with a manifest");
 	return 0;
 }
 
@@ -363,7 +367,7 @@ static const struct spec specs[] = {
 	{ PHX_MSG_REGISTERED, PHX_SIDE_CLIENT, { "committed", "step", "keep", "heartbeat_ms" } },
 	{ PHX_MSG_COMMIT, PHX_SIDE_CLIENT, { "gen", "step", "keep_from" } },
 	{ PHX_MSG_ABORTED, PHX_SIDE_CLIENT, { "gen", "reason" } },
-	{ PHX_MSG_MANIFEST, PHX_SIDE_CLIENT, { "gen", "manifest" } },
+	{ PHX_MSG_MANIFEST, PHX_SIDE_CLIENT, { "gen", "manifest", "uid" } },
 	{ PHX_MSG_INTERVAL, PHX_SIDE_CLIENT, { "mode", "steps", "seconds" } },
 	{ PHX_MSG_ERROR, PHX_SIDE_CLIENT, { "reason" } },
 	{ PHX_MSG_LIST, PHX_SIDE_CLIENT, { "generations" } },

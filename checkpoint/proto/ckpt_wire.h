@@ -116,7 +116,7 @@ struct phx_wire_msg {
 	struct json_object *obj; /* owns the strings below */
 	uint32_t job, uid, nodes, ranks, keep;
 	uint64_t gen, step, value, bytes, committed, keep_from, seconds, steps, heartbeat_ms;
-	int has_gen, has_job, has_step, has_value;
+	int has_gen, has_job, has_step, has_value, has_uid;
 	enum phx_wire_role role;
 	const char *node, *layout, *reason, *nonce, *mac, *kind, *mode, *interval;
 	size_t nshards;

@@ -35,6 +35,32 @@ static int digest_fd(int fd, const char *path, size_t len, enum phx_digest_algo 
 	return 0;
 }
 
+/*
+ * A manifest names the path, and whoever wrote it may not be who reads it:
+ * only a regular file is opened, never through a final symbolic link, and
+ * never a FIFO or device (opening one can block or have side effects), so
+ * it is looked at first and must still be the same file once open.
+ */
+static int open_shard(const char *path, struct stat *st, char *err, size_t errlen)
+{
+	struct stat before;
+	int fd;
+
+	if (lstat(path, &before) < 0)
+		return phx_errf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+	if (!S_ISREG(before.st_mode))
+		return phx_errf(err, errlen, "%s is not a regular file; a shard is one", path);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return phx_errf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || st->st_dev != before.st_dev ||
+	    st->st_ino != before.st_ino) {
+		close(fd);
+		return phx_errf(err, errlen, "%s changed while it was opened; try again", path);
+	}
+	return fd;
+}
+
 int phx_digest_file_check(const char *path, uint64_t bytes, const char *alg, const char *hex,
 			  unsigned nthreads, char *err, size_t errlen)
 {
@@ -54,15 +80,9 @@ int phx_digest_file_check(const char *path, uint64_t bytes, const char *alg, con
 		phx_errf(err, errlen, "%s is not a path on this host", path);
 		return PHX_DIGEST_FILE_UNREADABLE;
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		phx_errf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+	fd = open_shard(path, &st, err, errlen);
+	if (fd < 0)
 		return PHX_DIGEST_FILE_UNREADABLE;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		phx_errf(err, errlen, "%s is not a readable regular file", path);
-		goto out;
-	}
 	if ((uint64_t)st.st_size != bytes) {
 		phx_errf(err, errlen, "%s has %llu bytes, its manifest says %llu", path,
 			 (unsigned long long)st.st_size, (unsigned long long)bytes);

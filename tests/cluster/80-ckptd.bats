@@ -207,3 +207,44 @@ ckpt()
 	run --separate-stderr ckpt ls --job "$JOB_A"
 	[ "$(awk -v j="$JOB_A" '$1 == j { print $2 }' <<<"$output" | xargs)" = "307 308 309" ]
 }
+
+# A user's job commits a generation with real shards; then the user puts a
+# FIFO and a link to a file only root may read where two of its shards
+# were. root's verify must neither hang on the FIFO nor say anything about
+# the secret file: it reads the shards as the job's owner, and only
+# regular files, never through a link.
+@test "root's phalanx ckpt verify reads a user's shards as that user: a FIFO or a link there is refused, not opened" {
+	local dir=$CKPTD_DIR/nobody job secret=$CKPTD_DIR/secret
+	id nobody >/dev/null 2>&1 || skip "no user 'nobody'"
+	as_nobody=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
+	mkdir -p "$dir"
+	chown nobody "$dir"
+	head -c 12345 /dev/urandom >"$secret"
+	chmod 0600 "$secret"
+	job=$(cd / && "${as_nobody[@]}" sbatch --parsable -N1 -w node1 -o /dev/null --wrap 'sleep 600')
+	[[ $job =~ ^[0-9]+$ ]]
+	wait_for 60 job_running "$job"
+	run --separate-stderr bash -c 'cd / && "${@:2}" srun --jobid="$1" --overlap -N1 bash -c '\''exec "$0" run \
+		--address "$1" --token "$PHALANX_JOB_TOKEN" --job "$SLURM_JOB_ID" --uid "$(id -u)" \
+		--nodes 1 --first-node 0 --job-nodes 1 --ranks-per-node 2 --timeout 30 --gens 1 \
+		--shard-dir "$2"'\'' "$SIM" "$CKPTD_ADDR" "$3"' sh "$job" "${as_nobody[@]}" "$dir"
+	show_run
+	[ "$status" -eq 0 ]
+	# The user's own view first: the generation verifies.
+	run --separate-stderr "${as_nobody[@]}" "$PHX" ckpt verify "$job" --socket "$CKPTD_DIR/ckptd.sock"
+	show_run
+	[ "$status" -eq 0 ]
+	grep -q '2 ranks): 2 verified' <<<"$output"
+	"${as_nobody[@]}" rm -f "$dir/$job-1-0" "$dir/$job-1-1"
+	"${as_nobody[@]}" mkfifo "$dir/$job-1-0"
+	"${as_nobody[@]}" ln -s "$secret" "$dir/$job-1-1"
+	run --separate-stderr timeout 30 "$PHX" ckpt verify "$job" --socket "$CKPTD_DIR/ckptd.sock"
+	scancel "$job"
+	show_run
+	# Finished (no FIFO held it), both refused, nothing of the secret file said.
+	[ "$status" -eq 1 ]
+	grep -q "rank 0: .* copy is not readable here: .*$job-1-0 is not a regular file" <<<"$stderr"
+	grep -q "rank 1: .* copy is not readable here: .*$job-1-1 is not a regular file" <<<"$stderr"
+	! grep -q 12345 <<<"$stderr$output"
+	grep -q '2 ranks): 0 verified, 0 corrupt, 2 not readable here' <<<"$output"
+}

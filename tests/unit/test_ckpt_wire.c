@@ -187,6 +187,10 @@ static void test_decode_refusals(void **state)
 		       PHX_SIDE_DAEMON, "4 nodes for only 2 ranks");
 	expect_refused("{\"v\":1,\"type\":\"manifest\",\"gen\":0,\"manifest\":{}}", PHX_SIDE_CLIENT,
 		       "only then");
+	expect_refused("{\"v\":1,\"type\":\"manifest\",\"gen\":0,\"uid\":5}", PHX_SIDE_CLIENT,
+		       "a uid only with a manifest");
+	expect_refused("{\"v\":1,\"type\":\"manifest\",\"gen\":1,\"manifest\":{},\"uid\":-1}",
+		       PHX_SIDE_CLIENT, "uid");
 	expect_refused("{\"v\":1,\"type\":\"abort\",\"gen\":1,\"reason\":\"a\\u0000b\"}",
 		       PHX_SIDE_DAEMON, "");
 }
@@ -197,6 +201,19 @@ static void test_decode_fields(void **state)
 	char err[256];
 
 	(void)state;
+	/* The admin socket says whose job a manifest is: verify reads as that user. */
+	assert_int_equal(decode("{\"v\":1,\"type\":\"manifest\",\"gen\":3,\"manifest\":{},"
+				"\"uid\":1001}",
+				PHX_SIDE_CLIENT, &m, err, sizeof(err)),
+			 0);
+	assert_true(m.has_uid);
+	assert_int_equal(m.uid, 1001);
+	phx_wire_msg_free(&m);
+	assert_int_equal(decode("{\"v\":1,\"type\":\"manifest\",\"gen\":3,\"manifest\":{}}",
+				PHX_SIDE_CLIENT, &m, err, sizeof(err)),
+			 0);
+	assert_false(m.has_uid);
+	phx_wire_msg_free(&m);
 	assert_int_equal(decode("{\"v\":1,\"type\":\"hello\",\"role\":\"agent\",\"job\":77,"
 				"\"uid\":1000,\"node\":\"n3\"}",
 				PHX_SIDE_DAEMON, &m, err, sizeof(err)),

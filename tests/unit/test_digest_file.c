@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <openssl/evp.h>
@@ -149,6 +151,34 @@ static void test_unknown_algorithm(void **state)
 		PHX_DIGEST_FILE_UNKNOWN);
 }
 
+/*
+ * A manifest may name anything: a FIFO (opening it would block), a device
+ * (opening it can have side effects) or a link to a file its writer may
+ * not read. None is opened; a good shard behind a link is not believed.
+ */
+static void test_only_regular_files(void **state)
+{
+	char dir[PATH_MAX], fifo[PATH_MAX + 16], link[PATH_MAX + 16], err[512];
+
+	(void)state;
+	assert_int_equal(phx_scratch_make(dir, sizeof(dir), "digest-file"), 0);
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(phx_digest_file_check(fifo, 1, "sha256", "00", 1, err, sizeof(err)),
+			 PHX_DIGEST_FILE_UNREADABLE);
+	assert_non_null(strstr(err, "is not a regular file"));
+	assert_int_equal(
+		phx_digest_file_check("/dev/null", 0, "sha256", "00", 1, err, sizeof(err)),
+		PHX_DIGEST_FILE_UNREADABLE);
+	assert_non_null(strstr(err, "is not a regular file"));
+	snprintf(link, sizeof(link), "%s/link", dir);
+	assert_int_equal(symlink("/etc/hostname", link), 0);
+	assert_int_equal(phx_digest_file_check(link, 1, "sha256", "00", 1, err, sizeof(err)),
+			 PHX_DIGEST_FILE_UNREADABLE);
+	assert_non_null(strstr(err, "is not a regular file"));
+	assert_int_equal(phx_scratch_remove(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -156,6 +186,7 @@ int main(void)
 		cmocka_unit_test(test_xxh3),
 		cmocka_unit_test(test_plain_sha256_is_not_the_digest),
 		cmocka_unit_test(test_unknown_algorithm),
+		cmocka_unit_test(test_only_regular_files),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
