@@ -88,6 +88,7 @@ struct phx_partner_limits {
 	uint32_t job_id; /* the job this agent serves */
 	uint32_t nranks; /* ranks are below this */
 	uint64_t max_bytes; /* the largest shard it will hold */
+	int header_ms; /* a header's bytes after its first, at most this long; 0: no limit */
 };
 
 /*

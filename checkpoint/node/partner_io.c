@@ -2,15 +2,18 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checkpoint/node/partner_io.h"
+#include "common/clock.h"
 #include "common/file.h"
 #include "common/log.h"
 
@@ -45,6 +48,42 @@ static ssize_t recv_all(int fd, void *buf, size_t len)
 		if (n == 0)
 			break;
 		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+/*
+ * A header: its first byte whenever it comes (a sender idles between
+ * generations), the rest within ms of it, so a peer that trickles bytes
+ * holds a connection no longer than that before its MAC is checked.
+ */
+static ssize_t recv_header(int fd, uint8_t *hdr, size_t len, int ms)
+{
+	uint64_t deadline;
+	size_t got;
+	ssize_t n;
+
+	n = recv_all(fd, hdr, 1);
+	if (n <= 0)
+		return n;
+	if (ms <= 0) {
+		n = recv_all(fd, hdr + 1, len - 1);
+		return n < 0 ? n : n + 1;
+	}
+	deadline = phx_now_ns(CLOCK_MONOTONIC) + (uint64_t)ms * 1000000;
+	for (got = 1; got < len; got += (size_t)n) {
+		int64_t left = ((int64_t)deadline - (int64_t)phx_now_ns(CLOCK_MONOTONIC)) / 1000000;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		if (left <= 0 || poll(&p, 1, (int)left) == 0)
+			return -ETIMEDOUT;
+		n = recv(fd, hdr + got, len - got, 0);
+		if (n < 0 && errno == EINTR)
+			n = 0;
+		else if (n < 0)
+			return -errno;
+		else if (n == 0)
+			break;
 	}
 	return (ssize_t)got;
 }
@@ -158,7 +197,7 @@ int phx_partner_recv(int fd, const uint8_t secret[PHX_PARTNER_SECRET_BYTES],
 	memset(out, 0, sizeof(*out));
 	out->fd = -1;
 	err[0] = '\0';
-	n = recv_all(fd, hdr, sizeof(hdr));
+	n = recv_header(fd, hdr, sizeof(hdr), lim->header_ms);
 	if (n == 0)
 		return 1;
 	if (n < 0)

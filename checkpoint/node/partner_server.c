@@ -158,6 +158,78 @@ static void serve(struct phx_partner_server *s, int fd)
 	}
 }
 
+static void *conn_main(void *arg)
+{
+	struct phx_partner_conn *c = arg;
+	struct phx_partner_server *s = c->s;
+
+	serve(s, c->fd);
+	pthread_mutex_lock(&s->mu);
+	close(c->fd);
+	c->fd = -1;
+	c->done = 1;
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* Joins the threads of senders that are gone; all: stops the others first. */
+static void reap(struct phx_partner_server *s, int all)
+{
+	for (int i = 0; i < PHX_PARTNER_CONNS; i++) {
+		struct phx_partner_conn *c = &s->conns[i];
+		int join;
+
+		if (!c->used)
+			continue;
+		pthread_mutex_lock(&s->mu);
+		if (all && !c->done)
+			shutdown(c->fd, SHUT_RDWR);
+		join = c->done || all;
+		pthread_mutex_unlock(&s->mu);
+		if (!join)
+			continue;
+		pthread_join(c->thread, NULL);
+		c->used = 0;
+	}
+}
+
+/* A free slot for a sender from addr, or NULL when it must be turned away. */
+static struct phx_partner_conn *slot_for(struct phx_partner_server *s, uint32_t addr)
+{
+	struct phx_partner_conn *free_slot = NULL;
+	unsigned same = 0;
+
+	for (int i = 0; i < PHX_PARTNER_CONNS; i++) {
+		if (!s->conns[i].used)
+			free_slot = free_slot ? free_slot : &s->conns[i];
+		else if (s->conns[i].addr == addr)
+			same++;
+	}
+	return same < PHX_PARTNER_CONNS_PER_ADDR ? free_slot : NULL;
+}
+
+static void admit(struct phx_partner_server *s, int fd, uint32_t addr)
+{
+	struct phx_partner_conn *c = slot_for(s, addr);
+	unsigned long n;
+
+	if (c) {
+		*c = (struct phx_partner_conn){ .s = s, .fd = fd, .addr = addr, .used = 1 };
+		if (!pthread_create(&c->thread, NULL, conn_main, c))
+			return;
+		c->used = 0;
+	}
+	pthread_mutex_lock(&s->mu);
+	n = ++s->turned_away;
+	pthread_mutex_unlock(&s->mu);
+	close(fd);
+	/* 1, 2, 4, ...: a flood of connections is not a flood of log lines. */
+	if (!(n & (n - 1)))
+		phx_warn("partner copies: %lu connection(s) turned away: at most %d senders, %d "
+			 "from one address; the node's partner is one sender",
+			 n, PHX_PARTNER_CONNS, PHX_PARTNER_CONNS_PER_ADDR);
+}
+
 static void *server_main(void *arg)
 {
 	struct phx_partner_server *s = arg;
@@ -165,26 +237,23 @@ static void *server_main(void *arg)
 			       { .fd = s->stop_fd, .events = POLLIN } };
 
 	for (;;) {
+		struct sockaddr_in sa;
+		socklen_t len = sizeof(sa);
 		int fd;
 
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
+		/* Wakes now and then to join the threads of senders that left. */
+		if (poll(p, 2, 1000) < 0 && errno != EINTR)
 			break;
+		reap(s, 0);
 		if (p[1].revents)
 			break;
 		if (!(p[0].revents & POLLIN))
 			continue;
-		fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0)
-			continue;
-		pthread_mutex_lock(&s->mu);
-		s->conn = fd;
-		pthread_mutex_unlock(&s->mu);
-		serve(s, fd);
-		pthread_mutex_lock(&s->mu);
-		s->conn = -1;
-		pthread_mutex_unlock(&s->mu);
-		close(fd);
+		fd = accept4(s->listen_fd, (struct sockaddr *)&sa, &len, SOCK_CLOEXEC);
+		if (fd >= 0)
+			admit(s, fd, sa.sin_addr.s_addr);
 	}
+	reap(s, 1);
 	return NULL;
 }
 
@@ -202,7 +271,7 @@ static int listen_on(struct phx_partner_server *s, const char *addr, uint16_t po
 		return phx_errf(err, errlen, "socket: %s", strerror(errno));
 	setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    listen(s->listen_fd, 4) < 0 ||
+	    listen(s->listen_fd, PHX_PARTNER_CONNS) < 0 ||
 	    getsockname(s->listen_fd, (struct sockaddr *)&sa, &len) < 0)
 		return phx_errf(err, errlen, "cannot listen on %s:%u for partner copies: %s", addr,
 				port, strerror(errno));
@@ -213,7 +282,10 @@ static int listen_on(struct phx_partner_server *s, const char *addr, uint16_t po
 int phx_partner_server_start(struct phx_partner_server *s, const char *addr, uint16_t port,
 			     char *err, size_t errlen)
 {
-	s->listen_fd = s->stop_fd = s->conn = -1;
+	s->listen_fd = s->stop_fd = -1;
+	memset(s->conns, 0, sizeof(s->conns));
+	if (!s->lim.header_ms)
+		s->lim.header_ms = PHX_PARTNER_HEADER_MS;
 	if (phx_partner_store_init(&s->store, s->lim.nranks) < 0)
 		return phx_errf(err, errlen, "no memory for %u ranks", s->lim.nranks);
 	pthread_mutex_init(&s->mu, NULL);
@@ -243,10 +315,7 @@ void phx_partner_server_stop(struct phx_partner_server *s)
 {
 	uint64_t one = 1;
 
-	pthread_mutex_lock(&s->mu);
-	if (s->conn >= 0)
-		shutdown(s->conn, SHUT_RDWR);
-	pthread_mutex_unlock(&s->mu);
+	/* Its thread shuts every sender's connection down and joins them. */
 	if (write(s->stop_fd, &one, sizeof(one)) < 0)
 		phx_warn("cannot wake the partner thread: %s", strerror(errno));
 	pthread_join(s->thread, NULL);

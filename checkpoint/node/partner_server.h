@@ -1,17 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The receiving end of partner copies, run by an agent on its own thread
- * so its main loop never waits on a peer: a TCP listener that takes one
- * sender at a time (a partner has exactly one peer), receives and verifies
- * each copy (partner_io.h), keeps it in memory and, when a directory
- * is given, also writes it there as the signed header followed by the
+ * so its main loop never waits on a peer: a TCP listener that gives each
+ * sender a thread of its own (a partner has one peer, but a relaunched one
+ * or a stranger may connect as well), receives and verifies each copy
+ * (partner_io.h), keeps it in memory and, when a directory is given, also
+ * writes it there as the signed header followed by the
  * shard ("rank-R/gen-G.copy", atomically), so that the next step's agent
  * on this node can serve it again byte for byte after the step that made
  * it ended. The disk keeps the newest disk_keep generations per rank (at
  * least the two in memory): copies run ahead of the generations the
  * agents have committed, and the one a relaunch restores may be older
- * than the newest two. A stalled sender is dropped after a receive
- * timeout.
+ * than the newest two. A slow or hostile peer holds only its own
+ * connection: at most PHX_PARTNER_CONNS at once, PHX_PARTNER_CONNS_PER_ADDR
+ * from one address, a header's bytes within lim.header_ms of its first
+ * (before its MAC can be checked), a sender silent for timeout_ms dropped.
  */
 #ifndef PHX_CKPT_PARTNER_SERVER_H
 #define PHX_CKPT_PARTNER_SERVER_H
@@ -21,9 +24,25 @@
 
 #include "checkpoint/node/partner_io.h"
 
+#define PHX_PARTNER_CONNS 16
+#define PHX_PARTNER_CONNS_PER_ADDR 4
+/* lim.header_ms when it is 0. */
+#define PHX_PARTNER_HEADER_MS 2000
+
+struct phx_partner_server;
+
+/* One sender being served, on its own thread. */
+struct phx_partner_conn {
+	struct phx_partner_server *s;
+	int fd; /* -1 once closed; under mu */
+	uint32_t addr; /* the sender's IPv4 address */
+	int used, done; /* done: under mu */
+	pthread_t thread;
+};
+
 struct phx_partner_server {
 	int listen_fd, stop_fd;
-	int conn; /* the sender being served, -1; under mu */
+	struct phx_partner_conn conns[PHX_PARTNER_CONNS];
 	uint16_t port;
 	uint8_t secret[PHX_PARTNER_SECRET_BYTES];
 	struct phx_partner_limits lim;
@@ -34,7 +53,7 @@ struct phx_partner_server {
 	pthread_t thread;
 	pthread_mutex_t mu; /* guards store and the counters */
 	struct phx_partner_store store;
-	unsigned long received, refused;
+	unsigned long received, refused, turned_away;
 };
 
 /*

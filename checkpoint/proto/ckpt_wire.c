@@ -307,9 +307,9 @@ static int d_manifest(struct ctx *c)
 	c->m->payload = has ? man : NULL;
 	/* The job's owner, to the admin socket: verify reads the shards as that user. */
 	c->m->has_uid = json_object_object_get_ex(c->o, "uid", NULL);
-	if (c->m->has_uid && (!has || u32(c, "uid", 0, U32 - 1, &c->m->uid, 0) < 0))
-		return has ? -1 : phx_errf(c->err, c->errlen, "manifest: a uid only with a manifest");
-	return 0;
+	if (c->m->has_uid && !has)
+		return phx_errf(c->err, c->errlen, "manifest: a uid only with a manifest");
+	return c->m->has_uid ? u32(c, "uid", 0, U32 - 1, &c->m->uid, 0) : 0;
 }
 
 static int d_interval(struct ctx *c, enum phx_wire_side side)

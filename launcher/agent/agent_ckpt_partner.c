@@ -54,7 +54,9 @@ struct announce {
 static size_t scan_held(const struct phx_ckpt *c, const struct ck_partner *p, unsigned long *rank,
 			long *step, size_t cap)
 {
-	struct phx_partner_limits lim = { c->job_id, (uint32_t)c->world, PHX_CKPT_MAX_BYTES };
+	struct phx_partner_limits lim = { .job_id = c->job_id,
+					  .nranks = (uint32_t)c->world,
+					  .max_bytes = PHX_CKPT_MAX_BYTES };
 	DIR *d = opendir(p->dir);
 	struct dirent *e;
 	size_t n = 0;
@@ -414,8 +416,10 @@ static int start_server(struct phx_agent *a, struct phx_ckpt *c, struct ck_partn
 		return -1;
 	}
 	memcpy(p->srv.secret, p->secret, sizeof(p->secret));
-	p->srv.lim =
-		(struct phx_partner_limits){ c->job_id, (uint32_t)c->world, PHX_CKPT_MAX_BYTES };
+	p->srv.lim = (struct phx_partner_limits){ .job_id = c->job_id,
+						  .nranks = (uint32_t)c->world,
+						  .max_bytes = PHX_CKPT_MAX_BYTES,
+						  .header_ms = PHX_PARTNER_HEADER_MS };
 	p->srv.digest_threads = c->threads;
 	p->srv.timeout_ms = RECV_TIMEOUT_MS;
 	/* On disk as long as the local tier keeps generations, and the two in flight. */

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,7 +40,7 @@ static void test_secret_from_token(void **state)
 	assert_int_equal(phx_partner_secret_from_token(NULL, b), -1);
 }
 
-static void start(struct phx_partner_server *s, const char *dir)
+static void start_silent_ms(struct phx_partner_server *s, const char *dir, int timeout_ms)
 {
 	char err[512];
 
@@ -46,12 +48,17 @@ static void start(struct phx_partner_server *s, const char *dir)
 	assert_int_equal(phx_partner_secret_from_token(token, s->secret), 0);
 	s->lim = (struct phx_partner_limits){ .job_id = 5, .nranks = 4, .max_bytes = 1 << 20 };
 	s->digest_threads = 1;
-	s->timeout_ms = 5000;
+	s->timeout_ms = timeout_ms;
 	s->disk_keep = 3;
 	snprintf(s->dir, sizeof(s->dir), "%s", dir ? dir : "");
 	if (phx_partner_server_start(s, "127.0.0.1", 0, err, sizeof(err)) < 0)
 		fail_msg("%s", err);
 	assert_int_not_equal(s->port, 0);
+}
+
+static void start(struct phx_partner_server *s, const char *dir)
+{
+	start_silent_ms(s, dir, 5000);
 }
 
 /* The server thread counts what it took; wait for it without a clock. */
@@ -173,6 +180,98 @@ static void test_foreign_sender_refused(void **state)
 	phx_partner_server_stop(&s);
 }
 
+/* 1 once the server has closed fd (EOF or reset), polling at most 30 s. */
+static int closed_by_server(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	char b;
+
+	if (poll(&p, 1, 30000) != 1)
+		return 0;
+	return recv(fd, &b, 1, 0) <= 0;
+}
+
+/*
+ * A peer that sends one byte of a header and then nothing (one byte every
+ * 29 s held the one-sender server for an hour) holds only its own
+ * connection: the partner's copies still arrive, and the trickler is cut
+ * off once the header's deadline passes.
+ */
+static void test_slow_peer_stalls_nobody(void **state)
+{
+	struct phx_partner_server s;
+	char err[512];
+	uint64_t gen = 0;
+	int slow, fd;
+
+	(void)state;
+	alarm(120); /* a server that waits on the trickler fails, not hangs */
+	/* Silence alone would take ten minutes to drop it. */
+	start_silent_ms(&s, NULL, 600000);
+	slow = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
+	assert_true(slow >= 0);
+	assert_int_equal(send(slow, "x", 1, 0), 1);
+	fd = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
+	assert_true(fd >= 0);
+	send_gen(fd, s.secret, 2, 9);
+	close(fd);
+	wait_for(&s, 1, 0);
+	assert_int_equal(phx_partner_server_newest(&s, 2, &gen), 1);
+	assert_int_equal(gen, 9);
+	/* The rest of its header never comes: refused, connection closed. */
+	assert_true(closed_by_server(slow));
+	wait_for(&s, 1, 1);
+	close(slow);
+	phx_partner_server_stop(&s);
+	alarm(0);
+}
+
+/* Idle connections from one address take at most their share of the senders. */
+static void test_connections_bounded_per_address(void **state)
+{
+	struct phx_partner_server s;
+	int idle[PHX_PARTNER_CONNS_PER_ADDR + 1], fd;
+	char err[512];
+	uint64_t gen = 0;
+
+	(void)state;
+	alarm(120);
+	start(&s, NULL);
+	for (int i = 0; i <= PHX_PARTNER_CONNS_PER_ADDR; i++) {
+		idle[i] = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
+		assert_true(idle[i] >= 0);
+	}
+	/* The one over the share is turned away at once. */
+	assert_true(closed_by_server(idle[PHX_PARTNER_CONNS_PER_ADDR]));
+	pthread_mutex_lock(&s.mu);
+	assert_int_equal(s.turned_away, 1);
+	pthread_mutex_unlock(&s.mu);
+	/*
+	 * One leaves: a sender from that address gets its place once the
+	 * server has joined the leaver's thread; until then it is turned away.
+	 */
+	close(idle[0]);
+	for (;;) {
+		struct pollfd p;
+
+		fd = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
+		assert_true(fd >= 0);
+		p = (struct pollfd){ .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 300) == 0)
+			break; /* admitted: the server never writes to a sender */
+		close(fd);
+	}
+	send_gen(fd, s.secret, 1, 3);
+	close(fd);
+	wait_for(&s, 1, 0);
+	assert_int_equal(phx_partner_server_newest(&s, 1, &gen), 1);
+	assert_int_equal(gen, 3);
+	for (int i = 1; i <= PHX_PARTNER_CONNS_PER_ADDR; i++)
+		close(idle[i]);
+	phx_partner_server_stop(&s);
+	alarm(0);
+}
+
 static void test_bad_address(void **state)
 {
 	struct phx_partner_server s;
@@ -192,6 +291,8 @@ int main(void)
 		cmocka_unit_test(test_secret_from_token),
 		cmocka_unit_test(test_receive_keep_and_serve_again),
 		cmocka_unit_test(test_foreign_sender_refused),
+		cmocka_unit_test(test_slow_peer_stalls_nobody),
+		cmocka_unit_test(test_connections_bounded_per_address),
 		cmocka_unit_test(test_bad_address),
 	};
 
