@@ -88,32 +88,60 @@ fail:
 			hostport, strerror(rc));
 }
 
+/*
+ * The socket's directory, made when missing: only root or this daemon's
+ * user may make entries there, or another user could put a link where the
+ * socket goes.
+ */
+static int socket_dir(const char *path, char *err, size_t errlen)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)], *slash;
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		return phx_errf(err, errlen, "ckptd.socket %s is not an absolute path", path);
+	slash[slash == dir ? 1 : 0] = '\0';
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return phx_errf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+	if (lstat(dir, &st) < 0)
+		return phx_errf(err, errlen, "cannot look at %s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode) || (st.st_uid != 0 && st.st_uid != geteuid()) ||
+	    (st.st_mode & (S_IWGRP | S_IWOTH)))
+		return phx_errf(err, errlen,
+				"ckptd.socket's directory %s is not a directory that only root (or "
+				"the daemon's user) can write; use one such as /run/phalanx",
+				dir);
+	return 0;
+}
+
 int ckptd_listen_unix(struct ckptd *d, const char *path, char *err, size_t errlen)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct epoll_event ev = { .events = EPOLLIN };
-	char dir[sizeof(sa.sun_path)], *slash;
-	int fd;
+	mode_t mask;
+	int fd, rc;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return phx_errf(err, errlen, "ckptd.socket %s is longer than %zu bytes", path,
 				sizeof(sa.sun_path) - 1);
-	snprintf(dir, sizeof(dir), "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = '\0';
-		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-			return phx_errf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
-	}
+	if (socket_dir(path, err, errlen) < 0)
+		return -1;
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return phx_errf(err, errlen, "socket: %s", strerror(errno));
 	/* A socket file left by a daemon that died; a live one would hold the TCP port. */
 	unlink(path);
-	/* Anyone may connect: what a peer may do is decided by its SO_PEERCRED uid. */
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0666) < 0 ||
-	    listen(fd, 64) < 0) {
+	/*
+	 * Anyone may connect: what a peer may do is decided by its SO_PEERCRED
+	 * uid. bind makes the file 0666 itself; nothing is changed by path.
+	 */
+	mask = umask(0111);
+	rc = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(mask);
+	if (rc < 0 || listen(fd, 64) < 0) {
 		int e = errno;
 
 		close(fd);
