@@ -221,13 +221,13 @@ ckpt()
 	chown nobody "$dir"
 	head -c 12345 /dev/urandom >"$secret"
 	chmod 0600 "$secret"
-	job=$(cd / && "${as_nobody[@]}" sbatch --parsable -N1 -w node1 -o /dev/null --wrap 'sleep 600')
+	job=$("${as_nobody[@]}" env -C / sbatch --parsable -N1 -w node1 -o /dev/null --wrap 'sleep 600')
 	[[ $job =~ ^[0-9]+$ ]]
 	wait_for 60 job_running "$job"
-	run --separate-stderr bash -c 'cd / && "${@:2}" srun --jobid="$1" --overlap -N1 bash -c '\''exec "$0" run \
-		--address "$1" --token "$PHALANX_JOB_TOKEN" --job "$SLURM_JOB_ID" --uid "$(id -u)" \
-		--nodes 1 --first-node 0 --job-nodes 1 --ranks-per-node 2 --timeout 30 --gens 1 \
-		--shard-dir "$2"'\'' "$SIM" "$CKPTD_ADDR" "$3"' sh "$job" "${as_nobody[@]}" "$dir"
+	run --separate-stderr "${as_nobody[@]}" env -C / srun --jobid="$job" --overlap -N1 bash -c \
+		'exec "$0" run --address "$1" --token "$PHALANX_JOB_TOKEN" --job "$SLURM_JOB_ID" \
+			--uid "$(id -u)" --nodes 1 --first-node 0 --job-nodes 1 --ranks-per-node 2 \
+			--timeout 30 --gens 1 --shard-dir "$2"' "$SIM" "$CKPTD_ADDR" "$dir"
 	show_run
 	[ "$status" -eq 0 ]
 	# The user's own view first: the generation verifies.
