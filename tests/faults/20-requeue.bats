@@ -221,6 +221,12 @@ six_nodes_one_drained_one_killed()
 	kill_nodes "$KILLED"
 }
 
+# Asked anew each time: wait_for runs it again and again.
+job_pending()
+{
+	[ "$(job_state "$1")" = PENDING ]
+}
+
 # status_says PATTERN: phalanx status's line on the job matches "job JOB: PATTERN".
 status_says()
 {
@@ -236,7 +242,7 @@ status_says()
 	# Pending, with nothing excluded: Slurm keeps it off the DOWN node itself.
 	# It stays COMPLETING until Slurm gives up on the dead node's epilog
 	# (SlurmdTimeout, longer on a loaded machine).
-	wait_for 120 test "$(job_state "$JOB")" = PENDING || round_failed 1
+	wait_for 120 job_pending "$JOB" || round_failed 1
 	[ "$(job_field "$JOB" ExcNodeList)" = "(null)" ] || round_failed 1
 	sleep 3
 	[ "$(job_state "$JOB")" = PENDING ] || round_failed 1
