@@ -215,13 +215,6 @@ static int read_task(spank_t sp, struct task_info *t)
 	return 0;
 }
 
-/*
- * The GPUs Slurm gave the step on this node. Only the variable Slurm sets,
- * or removes, for this kind of step is believed: SLURM_JOB_GPUS for the
- * batch step, SLURM_STEP_GPUS for all others. The other one passes from
- * the submitter's environment into the task untouched (seen on 22.05), so
- * it says whatever the user wrote.
- */
 /* Slurm's CUDA_VISIBLE_DEVICES for the whole step: a per-task one comes later. */
 static int read_step_cvd(spank_t sp)
 {
@@ -235,6 +228,13 @@ static int read_step_cvd(spank_t sp)
 	return 0;
 }
 
+/*
+ * The GPUs Slurm gave the step on this node. Only the variable Slurm sets,
+ * or removes, for this kind of step is believed: SLURM_JOB_GPUS for the
+ * batch step, SLURM_STEP_GPUS for all others. The other one passes from
+ * the submitter's environment into the task untouched (seen on 22.05), so
+ * it says whatever the user wrote.
+ */
 static int read_alloc(spank_t sp, const struct task_info *t)
 {
 	const char *name = t->step_id == SLURM_BATCH_SCRIPT ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS";

@@ -243,11 +243,12 @@ static void io_done(struct phx_ckpt *c)
 			persist_done(c, j);
 		} else {
 			c->publishing--;
-			if (j->rc == 0 && j->step > c->published[j->tier])
-				c->published[j->tier] = j->step;
-			if (j->rc == 0)
+			if (j->rc == 0) {
+				if (j->step > c->published[j->tier])
+					c->published[j->tier] = j->step;
 				phx_debug("generation %ld published in the %s tier on %s", j->step,
 					  phx_ckpt_tier_name(j->tier), c->node);
+			}
 		}
 		free(j->manifest);
 		free(j);

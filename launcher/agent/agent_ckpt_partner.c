@@ -418,8 +418,7 @@ static int start_server(struct phx_agent *a, struct phx_ckpt *c, struct ck_partn
 	memcpy(p->srv.secret, p->secret, sizeof(p->secret));
 	p->srv.lim = (struct phx_partner_limits){ .job_id = c->job_id,
 						  .nranks = (uint32_t)c->world,
-						  .max_bytes = PHX_CKPT_MAX_BYTES,
-						  .header_ms = PHX_PARTNER_HEADER_MS };
+						  .max_bytes = PHX_CKPT_MAX_BYTES };
 	p->srv.digest_threads = c->threads;
 	p->srv.timeout_ms = RECV_TIMEOUT_MS;
 	/* On disk as long as the local tier keeps generations, and the two in flight. */
