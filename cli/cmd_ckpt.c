@@ -9,13 +9,11 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <grp.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +24,7 @@
 #include "common/conf.h"
 #include "checkpoint/proto/digest_file.h"
 #include "common/log.h"
+#include "common/runas.h"
 #include "cli/ckptd_request.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"
@@ -209,11 +208,24 @@ static int verify_manifest(const struct phx_manifest *man, int threads)
 }
 
 /* In a child that is the job's owner: paths in a manifest are the user's to name. */
+struct verify_job {
+	const struct phx_manifest *man;
+	int threads;
+};
+
+static int verify_child(void *arg, int out_fd)
+{
+	const struct verify_job *v = arg;
+
+	(void)out_fd;
+	return verify_manifest(v->man, v->threads);
+}
+
 static int verify_as(uid_t uid, const struct phx_manifest *man, int threads)
 {
+	struct verify_job v = { man, threads };
 	struct passwd *pw = getpwuid(uid);
-	pid_t pid;
-	int st;
+	int rc;
 
 	if (!pw) {
 		phx_error("job %u belongs to uid %u, which has no passwd entry here; run verify on "
@@ -221,26 +233,13 @@ static int verify_as(uid_t uid, const struct phx_manifest *man, int threads)
 			  man->job, (unsigned)uid);
 		return 1;
 	}
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0) {
-		phx_error("cannot fork to verify as uid %u: %s", (unsigned)uid, strerror(errno));
+	rc = phx_run_as(uid, pw->pw_gid, 0, verify_child, &v, NULL, 0);
+	if (rc < 0) {
+		phx_error("cannot become uid %u to verify its files; run verify as the job's owner",
+			  (unsigned)uid);
 		return 1;
 	}
-	if (pid == 0) {
-		if (setgroups(0, NULL) < 0 || setresgid(pw->pw_gid, pw->pw_gid, pw->pw_gid) < 0 ||
-		    setresuid(uid, uid, uid) < 0) {
-			phx_error("cannot become uid %u to verify: %s", (unsigned)uid,
-				  strerror(errno));
-			_exit(1);
-		}
-		st = verify_manifest(man, threads);
-		fflush(NULL);
-		_exit(st);
-	}
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+	return rc;
 }
 
 static int do_verify(struct phx_ckptd_admin *a, uint64_t job, uint64_t gen, int threads)

@@ -109,7 +109,7 @@ int phx_file_read(const char *path, size_t max_bytes, char **data, size_t *len)
 	size_t used = 0, cap;
 	int fd, rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {

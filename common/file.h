@@ -18,7 +18,8 @@ int phx_file_write_atomic(const char *path, const void *data, size_t len, mode_t
 
 /*
  * Reads a whole regular file of at most max_bytes into a NUL-terminated
- * malloc'd buffer. Returns 0 or -errno (-EFBIG when larger than max_bytes).
+ * malloc'd buffer; a FIFO or device is refused (-EINVAL) without blocking
+ * on it. Returns 0 or -errno (-EFBIG when larger than max_bytes).
  */
 int phx_file_read(const char *path, size_t max_bytes, char **data, size_t *len);
 

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Worker output (output.c): pipes' bytes split into lines, and the root
- * cause read from a rank's error file. Pure but for reading that file.
+ * cause read from a rank's error file (common/errfile.h).
  */
 #ifndef PHX_LAUNCHER_OUTPUT_H
 #define PHX_LAUNCHER_OUTPUT_H
 
-#include <stdbool.h>
 #include <stddef.h>
+
+#include "common/errfile.h"
 
 #define PHX_LINE_MAX 8192
 
@@ -22,20 +23,6 @@ void phx_linebuf_feed(struct phx_linebuf *lb, const char *data, size_t n, phx_li
 		      void *arg);
 /* The unfinished last line at end of file. */
 void phx_linebuf_flush(struct phx_linebuf *lb, phx_line_fn fn, void *arg);
-
-/*
- * The root cause from a TORCHELASTIC_ERROR_FILE (torch's @record JSON):
- * message and traceback. Text that is not that JSON is taken as the
- * message. 0, or -1 when there is nothing in it.
- */
-int phx_errfile_parse(const char *text, char *msg, size_t msglen, char *trace, size_t tracelen);
-
-/*
- * The message is a collective's error for a peer that went away (gloo's
- * "Connection closed by peer", NCCL's "remote process exited"): a
- * failure that follows another's, not a root cause.
- */
-bool phx_errfile_peer_lost(const char *msg);
 
 /*
  * Reads and parses a rank's error file of one epoch (restart): path gets

@@ -6,6 +6,7 @@ spank_spank_phalanx_la_SOURCES = \
 	spank/options.c spank/options.h \
 	spank/prolog.c spank/prolog.h \
 	spank/rundirs.c spank/rundirs.h \
+	spank/rootcause.c spank/rootcause.h \
 	spank/isolate.c spank/isolate.h \
 	spank/local.c spank/local.h \
 	spank/step.c spank/step.h \

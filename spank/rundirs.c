@@ -1,18 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
-#include <errno.h>
-#include <grp.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <string.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "common/log.h"
 #include "common/rundir.h"
+#include "common/runas.h"
 #include "spank/rundirs.h"
+
+/* A sweep reads directories only; a stuck file system must not hold slurmstepd. */
+#define SWEEP_TIMEOUT_S 30
 
 static bool agent_step(spank_t sp)
 {
@@ -33,30 +32,19 @@ static bool agent_step(spank_t sp)
 	return false;
 }
 
-/* As the job's user, never as root: the directories are the user's to name. */
-static void sweep_as(uid_t uid, gid_t gid, const char *tmpdir)
+/* Where the agents make them: TMPDIR, and /tmp for the socket's short path. */
+static int sweep(void *tmpdir_arg, int out_fd)
 {
-	pid_t pid = fork();
-	int st;
+	const char *tmpdir = tmpdir_arg;
 
-	if (pid < 0)
-		return;
-	if (pid == 0) {
-		if (setgroups(0, NULL) < 0 && getuid() == 0)
-			_exit(1);
-		if (setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
-			_exit(1);
-		/* Where the agents make them: TMPDIR, and /tmp for the socket's short path. */
-		if (*tmpdir && strcmp(tmpdir, "/tmp")) {
-			phx_rundir_sweep(tmpdir, "phalanx-launch");
-			phx_rundir_sweep(tmpdir, "phalanx-ckpt");
-		}
-		phx_rundir_sweep("/tmp", "phalanx-launch");
-		phx_rundir_sweep("/tmp", "phalanx-ckpt");
-		_exit(0);
+	(void)out_fd;
+	if (*tmpdir && strcmp(tmpdir, "/tmp")) {
+		phx_rundir_sweep(tmpdir, "phalanx-launch");
+		phx_rundir_sweep(tmpdir, "phalanx-ckpt");
 	}
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
+	phx_rundir_sweep("/tmp", "phalanx-launch");
+	phx_rundir_sweep("/tmp", "phalanx-ckpt");
+	return 0;
 }
 
 void phx_spank_sweep_rundirs(spank_t sp)
@@ -71,5 +59,6 @@ void phx_spank_sweep_rundirs(spank_t sp)
 		return;
 	if (spank_getenv(sp, "TMPDIR", tmpdir, sizeof(tmpdir)) != ESPANK_SUCCESS)
 		tmpdir[0] = '\0';
-	sweep_as(uid, gid, tmpdir);
+	/* As the job's user, never as root: the directories are the user's to name. */
+	phx_run_as(uid, gid, SWEEP_TIMEOUT_S, sweep, tmpdir, NULL, 0);
 }

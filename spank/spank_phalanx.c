@@ -19,6 +19,7 @@
 #include "spank/local.h"
 #include "spank/options.h"
 #include "spank/prolog.h"
+#include "spank/rootcause.h"
 #include "spank/rundirs.h"
 #include "spank/step.h"
 #include "spank/task.h"
@@ -38,6 +39,8 @@ int slurm_spank_init_failure_mode = ESPANK_NODE_FAILURE;
 static struct phx_conf site_conf;
 /* slurmstepd: worked out in user_init, inherited by every forked task. */
 static struct phx_step step;
+/* slurmstepd: the step's directory for torch's error files. */
+static struct phx_rootcause rootcause = { .lock_fd = -1 };
 
 static void slurm_sink(enum phx_log_level level, const char *line)
 {
@@ -141,6 +144,9 @@ int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 int slurm_spank_user_init(spank_t sp, int ac, char **av)
 {
 	phx_step_prepare(sp, &site_conf, &phx_opts, &step);
+	/* Runs as the job's user here, so the directory is the user's. */
+	if (step.active && !step.error[0])
+		phx_rootcause_prepare(sp, &rootcause);
 	return 0;
 }
 
@@ -159,7 +165,15 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 		return -1;
 	/* In task isolation a task sees its own GPUs only; else all the step's on the node. */
 	return phx_task_init(sp, &step, &phx_opts,
-			     phx_opts.isolate == PHX_ISOLATE_TASK ? NULL : phx_isolate_node_cvd());
+			     phx_opts.isolate == PHX_ISOLATE_TASK ? NULL : phx_isolate_node_cvd(),
+			     &rootcause);
+}
+
+/* slurmstepd, as root, for each task that ends. */
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+	phx_rootcause_task_exit(sp, &rootcause, &step);
+	return 0;
 }
 
 /*
@@ -179,6 +193,7 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
 	phx_spank_sweep_rundirs(sp);
+	phx_rootcause_remove(sp, &rootcause);
 	phx_step_free(&step);
 	phx_opts_free();
 	phx_conf_free(&site_conf);

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,8 +75,9 @@ static void explain(const struct phx_step *step, unsigned slot, unsigned long ra
 }
 
 int phx_task_init(spank_t sp, const struct phx_step *step, const struct phx_job_opts *opts,
-		  const char *node_cvd)
+		  const char *node_cvd, const struct phx_rootcause *rootcause)
 {
+	char error_file[PATH_MAX];
 	struct phx_envops ops = { spank_env_get, spank_env_set, sp };
 	struct phx_binding b;
 	unsigned long rank;
@@ -96,6 +98,10 @@ int phx_task_init(spank_t sp, const struct phx_step *step, const struct phx_job_
 		return -1;
 	}
 	rank = step->map.slot_rank[slot];
+	/* torchrun's per-rank error file, for @record (phalanx(7)). */
+	phx_rootcause_file(rootcause, rank, error_file, sizeof(error_file));
+	if (error_file[0] && spank_env_set(sp, "TORCHELASTIC_ERROR_FILE", error_file, 1) < 0)
+		return -1;
 	if (phx_torchenv_rank(&ops, &step->map, (unsigned)slot, NULL, step->master_port) ||
 	    phx_bind_gpu(&ops, step->topo, (unsigned)slot, step->map.tasks_per_node, node_cvd,
 			 &b) ||

@@ -16,7 +16,7 @@ EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/gpu/set_de
 	tests/bench/recovery tests/bench/launch tests/bench/launch_worker \
 	tests/bench/launch_worker.py tests/bench/ckpt_dcp.py \
 	tests/cluster/lab tests/cluster/run tests/cluster/lib.bash tests/cluster/driver_jobs.bash \
-	tests/cluster/launch_probe.py tests/cluster/cuda_device.py \
+	tests/cluster/launch_probe.py tests/cluster/cuda_device.py tests/cluster/record_failure.py \
 	tests/cluster/10-jobs.bats \
 	tests/cluster/20-pmix.bats \
 	tests/cluster/30-gres.bats \

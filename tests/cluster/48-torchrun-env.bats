@@ -80,6 +80,54 @@ same()
 		GROUP_WORLD_SIZE ROLE_NAME ROLE_RANK ROLE_WORLD_SIZE MASTER_ADDR
 	# No agent restarts a task: torchrun's restart variables are not set (phalanx(7)).
 	! grep -q 'TORCHELASTIC_RESTART_COUNT=[0-9]' <<<"$ours"
+	# Each rank has an error file of its own for @record, as under torchrun.
+	for host in node1 node2; do
+		for l in 0 1; do
+			[ "$(value "$ours" "$host" "$l" TORCHELASTIC_ERROR_FILE)" != - ]
+		done
+	done
+	[ "$(grep -o 'TORCHELASTIC_ERROR_FILE=[^ ]*' <<<"$ours" | sort -u | wc -l)" -eq 4 ]
+}
+
+@test "a plain srun job's failure is reported with the failing rank and its @record root cause" {
+	run --separate-stderr timeout 120 srun -N2 --ntasks-per-node=2 -w node1,node2 \
+		--phx-place=block --phx-layout='dp=*' /usr/bin/python3 \
+		"$BATS_TEST_DIRNAME/record_failure.py" 3
+	echo "$stderr"
+	[ "$status" -ne 0 ]
+	# torchrun's "first observed failure": the rank that raised, not the ranks
+	# whose collective then lost their peer.
+	[ "$(grep -c 'root cause' <<<"$stderr")" -eq 1 ]
+	grep -q 'phalanx: rank 3 (local rank 1 on node2) exited with code 1; root cause (torch @record): ValueError: injected failure on rank 3;' <<<"$stderr"
+	# The step's error files went with it.
+	run srun -N2 -w node1,node2 bash -c 'ls -d /tmp/phalanx-step.* 2>/dev/null; true'
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+}
+
+# What a hostile user puts where their error file goes, while slurmstepd,
+# which reads it, runs as root.
+@test "a task's error file is read as the job's user: a link to a root-only file, a FIFO or a huge file yield nothing" {
+	local as_nobody
+	id nobody >/dev/null 2>&1 || skip "no user 'nobody'"
+	as_nobody=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
+	run --separate-stderr timeout 120 "${as_nobody[@]}" env -C / srun -N1 --ntasks-per-node=4 \
+		-w node1 --phx-place=block --phx-layout='dp=*' bash -c '
+		f=$TORCHELASTIC_ERROR_FILE
+		case $SLURM_LOCALID in
+		0) ln -s /etc/shadow "$f" ;;
+		1) mkfifo "$f" ;;
+		2) head -c 5000000 /dev/zero | tr "\0" a >"$f" ;;
+		3) echo "{\"message\": {\"message\": \"marker of the user\"}}" >"$f" ;;
+		esac
+		exit 1'
+	echo "$stderr"
+	[ "$status" -ne 0 ]
+	# What the user wrote is reported; what root alone could read is not.
+	[ "$(grep -c 'root cause' <<<"$stderr")" -eq 1 ]
+	grep -q 'rank 3 (local rank 3 on node1) exited with code 1; root cause (torch @record): marker of the user;' <<<"$stderr"
+	! grep -q 'root:' <<<"$stderr"
+	! grep -q aaaaaaaa <<<"$stderr"
 }
 
 @test "a phalanx-launch worker gets torchrun's values of the variables torchrun sets for its rank" {

@@ -15,6 +15,7 @@ UNIT_TESTS = \
 	tests/unit/test_log \
 	tests/unit/test_file \
 	tests/unit/test_rundir \
+	tests/unit/test_runas \
 	tests/unit/test_hostlist \
 	tests/unit/test_token \
 	tests/unit/test_rankmap \
@@ -67,6 +68,8 @@ tests_unit_test_file_SOURCES = tests/unit/test_file.c tests/unit/scratch.c
 tests_unit_test_file_LDADD = $(PHX_UNIT_LDADD)
 tests_unit_test_rundir_SOURCES = tests/unit/test_rundir.c tests/unit/scratch.c
 tests_unit_test_rundir_LDADD = $(PHX_UNIT_LDADD)
+tests_unit_test_runas_SOURCES = tests/unit/test_runas.c
+tests_unit_test_runas_LDADD = $(PHX_UNIT_LDADD)
 tests_unit_test_hostlist_SOURCES = tests/unit/test_hostlist.c
 tests_unit_test_hostlist_LDADD = $(PHX_UNIT_LDADD)
 tests_unit_test_token_SOURCES = tests/unit/test_token.c tests/unit/scratch.c

@@ -107,6 +107,20 @@ static void test_read_limits(void **state)
 	free(data);
 }
 
+/* A FIFO where a file was expected (a user's trap for a root reader) is refused at once. */
+static void test_read_refuses_fifo(void **state)
+{
+	char path[512], *data = NULL;
+	size_t len;
+
+	snprintf(path, sizeof(path), "%s/fifo", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	alarm(10); /* a blocking open would hang here without a writer */
+	assert_int_equal(phx_file_read(path, 100, &data, &len), -EINVAL);
+	alarm(0);
+	assert_null(data);
+}
+
 static void test_read_proc_file(void **state)
 {
 	char *data;
@@ -126,6 +140,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_write_failure_leaves_old_file, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_read_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_read_refuses_fifo, setup, teardown),
 		cmocka_unit_test(test_read_proc_file),
 	};
 
