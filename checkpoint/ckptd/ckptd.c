@@ -19,6 +19,7 @@
 
 #include "checkpoint/ckptd/ckptd_admin.h"
 #include "checkpoint/ckptd/ckptd_agent.h"
+#include "checkpoint/ckptd/ckptd_authz.h"
 #include "checkpoint/ckptd/ckptd_catalog.h"
 #include "checkpoint/ckptd/ckptd_clock.h"
 #include "checkpoint/ckptd/ckptd_conn.h"
@@ -258,6 +259,7 @@ static void teardown(struct ckptd *d)
 	ckptd_journal_close(&d->journal);
 	ckptd_jobs_free(d);
 	ckptd_recovery_free(d);
+	ckptd_authz_free(d);
 	OPENSSL_cleanse(&d->key, sizeof(d->key));
 }
 

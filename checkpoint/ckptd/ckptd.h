@@ -7,9 +7,10 @@
  *
  * This header holds the daemon's data; each module's functions are in
  * its own header. A module calls only modules listed before it: clock,
- * journal, slurm, job (the job table), conn (sockets and sends), recovery,
- * catalog (generations and their journal records), agent and admin
- * (message handlers, registered with conn), metrics, ckptd.c's main.
+ * journal, slurm, authz (what a job's token may speak for), job (the job
+ * table), conn (sockets and sends), recovery, catalog (generations and
+ * their journal records), agent and admin (message handlers, registered
+ * with conn), metrics, ckptd.c's main.
  */
 #ifndef PHX_CKPTD_H
 #define PHX_CKPTD_H
@@ -121,8 +122,25 @@ struct ckptd_node {
 	char name[PHX_MANIFEST_NODE_MAX + 1];
 	struct phx_recovery_node r;
 	char reason[PHX_RECOVERY_REASON_MAX]; /* why it was drained */
+	/* Phalanx's own drain, which only a passing check from the same job undoes. */
+	uint32_t drained_job;
+	char drained_as[PHX_RECOVERY_REASON_MAX]; /* the reason given to Slurm */
 };
 
+/* Slurm's view of a job, as ckptd_authz.h uses it. */
+struct ckptd_alloc {
+	uint32_t job, uid;
+	int running;
+	char *nodes; /* the job's node list, a Slurm host-list expression */
+	double fetched; /* monotonic; 0 = empty slot */
+};
+#define CKPTD_ALLOCS 256 /* jobs whose allocation is cached */
+#define CKPTD_ALLOC_TTL_S 30.0
+#define CKPTD_ALLOC_RECHECK_S 1.0
+struct ckptd_authz {
+	struct ckptd_alloc cache[CKPTD_ALLOCS];
+	uint64_t queries, refused;
+};
 struct ckptd_recovery_metrics {
 	uint64_t heartbeats, lost, restarts, requeues, drains, resumes, stops, slurm_errors;
 	double detect_s_sum, queue_s_sum;
@@ -178,6 +196,7 @@ struct ckptd {
 	struct ckptd_node *nodes;
 	size_t nnodes, capnodes;
 	struct ckptd_recovery_metrics rm;
+	struct ckptd_authz authz;
 	double next_recovery;
 	void *mhd;
 	int mhd_fd;

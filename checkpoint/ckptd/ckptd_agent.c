@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <json-c/json.h>
 
 #include "checkpoint/ckptd/ckptd_agent.h"
+#include "checkpoint/ckptd/ckptd_authz.h"
 #include "checkpoint/ckptd/ckptd_catalog.h"
 #include "checkpoint/ckptd/ckptd_clock.h"
 #include "checkpoint/ckptd/ckptd_conn.h"
@@ -40,6 +42,7 @@ static void on_auth(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire
 {
 	struct ckptd_job *j;
 	struct json_object *o;
+	char why[768];
 
 	if (!phx_wire_auth_verify(&d->key, c->nonce, c->job_id, c->uid, c->node, m->mac)) {
 		d->m.auth_failures++;
@@ -48,6 +51,11 @@ static void on_auth(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire
 			     "needs PHALANX_JOB_TOKEN of this job, and the daemon the cluster key "
 			     "the plugin used",
 			     c->job_id, c->uid);
+		return;
+	}
+	if (ckptd_authz(d, c->job_id, c->uid, c->node, c->order.role != PHX_ROLE_DRIVER, why,
+			sizeof(why)) < 0) {
+		ckptd_refuse(d, c, "job %u, node %.64s: %s", c->job_id, c->node, why);
 		return;
 	}
 	j = ckptd_job_find(d, c->job_id);
@@ -236,10 +244,34 @@ static void on_query(struct ckptd *d, struct ckptd_conn *c, const struct phx_wir
 	free(frame);
 }
 
+/*
+ * An event about another node is heard only for a node of the job, or a
+ * passing check of a node this daemon drained for the job: a job's agents
+ * and driver cannot drain, set down, mark or resume nodes outside it. The
+ * event is dropped; the connection stays, as the job's own work goes on.
+ */
+static bool names_foreign_node(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
+{
+	char why[768];
+
+	if (!m->node || (c->order.role == PHX_ROLE_AGENT && !strcmp(m->node, c->node)))
+		return false;
+	if (!strcmp(m->kind, "check") && m->value == 1 &&
+	    ckptd_recovery_drained_for(d, m->node, c->job_id))
+		return false;
+	if (!ckptd_authz(d, c->job_id, c->uid, m->node, true, why, sizeof(why)))
+		return false;
+	phx_warn("job %u: event %s from %s %s ignored: %s", c->job_id, m->kind,
+		 c->order.role == PHX_ROLE_DRIVER ? "the driver on" : "the agent of", c->node, why);
+	return true;
+}
+
 static void on_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
 {
 	struct ckptd_job *j = c->job;
 
+	if (names_foreign_node(d, c, m))
+		return;
 	if (ckptd_recovery_event(d, c, m))
 		return;
 	if (!strcmp(m->kind, "save")) {
@@ -277,6 +309,9 @@ static void on_interval(struct ckptd *d, struct ckptd_conn *c)
 
 static void on_driver_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
 {
+	/* The driver's own node may be outside the allocation; the nodes it names are not. */
+	if (names_foreign_node(d, c, m))
+		return;
 	if (ckptd_recovery_driver_event(d, c, m) < 0)
 		ckptd_refuse(d, c,
 			     "event %s: a driver sends \"restart\" and \"check\" naming a node, "

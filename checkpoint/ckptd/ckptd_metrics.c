@@ -160,11 +160,17 @@ char *ckptd_metrics_text(struct ckptd *d)
 	metric(&b, "preauth_refused_total", "counter",
 	       "Connections dropped at accept: too many unauthenticated ones.",
 	       (double)m->preauth_refused);
+	metric(&b, "authz_refused_total", "counter",
+	       "Tokens refused, or events dropped, because Slurm's view of the job does not "
+	       "allow them (job not running, not the token's user, node not in the allocation).",
+	       (double)d->authz.refused);
+	metric(&b, "authz_slurm_queries_total", "counter",
+	       "Job lookups in Slurm for authorization (answers are cached).",
+	       (double)d->authz.queries);
 	metric(&b, "unauthenticated_connections", "gauge",
 	       "TCP connections that have not proven a job token yet.", (double)d->preauth);
 	metric(&b, "loop_late_seconds_total", "counter",
-	       "Time the event loop spent on slow batches, credited to heartbeats.",
-	       m->late_s_sum);
+	       "Time the event loop spent on slow batches, credited to heartbeats.", m->late_s_sum);
 	metric(&b, "agents_connected", "gauge", "Registered agent connections.", (double)d->agents);
 	metric(&b, "jobs", "gauge", "Jobs in the catalog.", (double)d->njobs);
 	metric(&b, "generations", "gauge", "Committed generations in the catalog.", (double)gens);

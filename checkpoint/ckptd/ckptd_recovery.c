@@ -71,17 +71,6 @@ static struct ckptd_node *node_rec(struct ckptd *d, const char *name)
 	return &d->nodes[d->nnodes++];
 }
 
-/* Whether this host can talk to Slurm; the first time it can, libslurm is set up. */
-static int slurm_here(void)
-{
-	const char *conf = getenv("SLURM_CONF");
-
-	if (access(conf && *conf ? conf : "/etc/slurm/slurm.conf", R_OK) < 0)
-		return 0;
-	phx_slurm_init();
-	return 1;
-}
-
 static void journal_job(struct ckptd *d, struct ckptd_job *j)
 {
 	char *text = ckptd_recovery_record(j), err[512];
@@ -127,7 +116,8 @@ static void exclude_add(struct ckptd_recovery *r, const char *node)
 	snprintf(r->exclude + n, sizeof(r->exclude) - n, "%s%s", n ? "," : "", node);
 }
 
-static void drain(struct ckptd *d, const char *node, const char *reason, int lost)
+static void drain(struct ckptd *d, const struct ckptd_job *j, const char *node, const char *reason,
+		  int lost)
 {
 	struct ckptd_node *nr = node_rec(d, node);
 	char why[PHX_DRAIN_REASON_MAX + 1], err[512];
@@ -150,6 +140,10 @@ static void drain(struct ckptd *d, const char *node, const char *reason, int los
 		return;
 	}
 	d->rm.drains++;
+	if (nr) {
+		nr->drained_job = j->id;
+		snprintf(nr->drained_as, sizeof(nr->drained_as), "%s", why);
+	}
 	phx_info("drained node %s: %s", node, why);
 }
 
@@ -307,7 +301,7 @@ static void fault(struct ckptd *d, struct ckptd_job *j, const char *node, enum p
 	if ((dec.drain || dec.requeue) && node)
 		exclude_add(r, node);
 	if (dec.drain && node)
-		drain(d, node, dec.reason, f == PHX_FAULT_LOST);
+		drain(d, j, node, dec.reason, f == PHX_FAULT_LOST);
 	if (dec.requeue)
 		requeue(d, j);
 	if (dec.stop)
@@ -401,10 +395,16 @@ static void check_result(struct ckptd *d, struct ckptd_job *j, const struct phx_
 	phx_info("node %s passed its check; it is trusted again", m->node);
 	if (!d->rc_act)
 		return;
-	/* Only a drain of Phalanx's is undone; an administrator's stays. */
+	/*
+	 * Only this daemon's drain for this job is undone, and only while Slurm
+	 * still gives that reason: an administrator's, the health prolog's and
+	 * another job's stay.
+	 */
 	if (ckptd_slurm_node_reason(m->node, reason, sizeof(reason), err, sizeof(err)) < 0 ||
-	    strncmp(reason, "phalanx:", 8)) {
-		phx_info("node %s keeps its state in Slurm (reason \"%s\")", m->node, reason);
+	    nr->drained_job != j->id || strcmp(reason, nr->drained_as)) {
+		phx_info(
+			"node %s keeps its state in Slurm (reason \"%s\"): job %u did not drain it",
+			m->node, reason, j->id);
 		return;
 	}
 	if (ckptd_slurm_node_resume(m->node, err, sizeof(err)) < 0) {
@@ -414,6 +414,8 @@ static void check_result(struct ckptd *d, struct ckptd_job *j, const struct phx_
 	}
 	d->rm.resumes++;
 	nr->reason[0] = '\0';
+	nr->drained_job = 0;
+	nr->drained_as[0] = '\0';
 	phx_info("resumed node %s in Slurm", m->node);
 }
 
@@ -553,6 +555,14 @@ int ckptd_recovery_driver_event(struct ckptd *d, struct ckptd_conn *c, const str
 	return 0;
 }
 
+int ckptd_recovery_drained_for(const struct ckptd *d, const char *node, uint32_t job)
+{
+	for (size_t i = 0; i < d->nnodes; i++)
+		if (!strcmp(d->nodes[i].name, node))
+			return d->nodes[i].drained_job == job;
+	return 0;
+}
+
 void ckptd_recovery_commit(struct ckptd *d, struct ckptd_job *j)
 {
 	(void)d;
@@ -567,7 +577,7 @@ static int job_running_in_slurm(struct ckptd *d, struct ckptd_job *j)
 	struct ckptd_sjob s;
 	char err[512];
 
-	if (!slurm_here())
+	if (!ckptd_slurm_here())
 		return 1; /* nothing to ask: the heartbeats decide */
 	if (ckptd_slurm_job(j->id, &s, err, sizeof(err)) < 0) {
 		d->rm.slurm_errors++;
@@ -727,7 +737,7 @@ void ckptd_recovery_credit(struct ckptd *d, double late_s)
 void ckptd_recovery_tick(struct ckptd *d)
 {
 	double now = ckptd_now();
-	int slurm = slurm_here();
+	int slurm = ckptd_slurm_here();
 
 	for (size_t b = 0; b < CKPTD_JOB_BUCKETS; b++)
 		for (struct ckptd_job *j = d->jobs[b]; j; j = j->next) {

@@ -18,6 +18,8 @@ int ckptd_recovery_event(struct ckptd *d, struct ckptd_conn *c, const struct phx
 int ckptd_recovery_driver_event(struct ckptd *d, struct ckptd_conn *c,
 				const struct phx_wire_msg *m);
 void ckptd_recovery_commit(struct ckptd *d, struct ckptd_job *j);
+/* Whether this daemon drained node for job: a passing check from that job may undo it. */
+int ckptd_recovery_drained_for(const struct ckptd *d, const char *node, uint32_t job);
 /* Four times a second: lost agents, Slurm polls, pending requeue fixes. */
 /*
  * The loop spent late_s on one batch of events: heartbeats that came in

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
@@ -52,6 +53,54 @@ int ckptd_slurm_job(uint32_t id, struct ckptd_sjob *out, char *err, size_t errle
 	snprintf(out->nodes, sizeof(out->nodes), "%s", ji->nodes ? ji->nodes : "");
 	slurm_free_job_info_msg(resp);
 	return 0;
+}
+
+int ckptd_slurm_here(void)
+{
+	const char *conf = getenv("SLURM_CONF");
+
+	if (access(conf && *conf ? conf : "/etc/slurm/slurm.conf", R_OK) < 0)
+		return 0;
+	phx_slurm_init();
+	return 1;
+}
+
+int ckptd_slurm_alloc(uint32_t id, uint32_t *uid, int *running, char **nodes, char *err,
+		      size_t errlen)
+{
+	job_info_msg_t *resp = NULL;
+	job_info_t *ji;
+
+	*nodes = NULL;
+	if (slurm_load_job(&resp, id, SHOW_ALL) != SLURM_SUCCESS)
+		return fail(err, errlen, "slurm_load_job");
+	if (!resp->record_count) {
+		slurm_free_job_info_msg(resp);
+		return phx_errf(err, errlen, "Slurm does not know job %u", id);
+	}
+	ji = &resp->job_array[0];
+	*uid = ji->user_id;
+	*running = (ji->job_state & JOB_STATE_BASE) == JOB_RUNNING;
+	*nodes = strdup(ji->nodes ? ji->nodes : "");
+	slurm_free_job_info_msg(resp);
+	if (!*nodes)
+		return phx_errf(err, errlen, "out of memory");
+	return 0;
+}
+
+int ckptd_slurm_listed(const char *hostlist, const char *node)
+{
+	phx_slurm_hostlist_t hl;
+	int found;
+
+	if (!*hostlist)
+		return 0;
+	hl = slurm_hostlist_create(hostlist);
+	if (!hl)
+		return 0;
+	found = slurm_hostlist_find(hl, node) >= 0;
+	slurm_hostlist_destroy(hl);
+	return found;
 }
 
 int ckptd_slurm_bad_nodes(const char *hostlist, void (*fn)(void *arg, const char *node), void *arg,

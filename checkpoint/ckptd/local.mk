@@ -8,6 +8,7 @@ checkpoint_ckptd_libphxckptd_la_SOURCES = \
 	checkpoint/ckptd/ckptd_clock.c checkpoint/ckptd/ckptd_clock.h \
 	checkpoint/ckptd/ckptd_journal.c checkpoint/ckptd/ckptd_journal.h \
 	checkpoint/ckptd/ckptd_slurm.c checkpoint/ckptd/ckptd_slurm.h \
+	checkpoint/ckptd/ckptd_authz.c checkpoint/ckptd/ckptd_authz.h \
 	checkpoint/ckptd/ckptd_job.c checkpoint/ckptd/ckptd_job.h \
 	checkpoint/ckptd/ckptd_conn.c checkpoint/ckptd/ckptd_conn.h \
 	checkpoint/ckptd/ckptd_recovery.c checkpoint/ckptd/ckptd_recovery.h \

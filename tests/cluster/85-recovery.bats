@@ -149,9 +149,10 @@ parts_add_up()
 	run node_state "$victim"
 	[[ "$output" == drain* ]]
 	"$PHX" status --socket "$SOCK" | grep -q "^  $victim "
-	# What an agent's passing health check (or phalanx check) reports.
+	# What the job's driver reports from its preflight of the node, over the
+	# link of one of the job's nodes: a check of a node drained for this job.
 	"$SIM" report --address "$CKPTD_ADDR" --key "$LAB_DIR/etc/phalanx.key" --job "$job" \
-		--uid "$(id -u)" --job-nodes 2 --first-node 1 --node-name "$victim-check" \
+		--uid "$(id -u)" --job-nodes 2 --first-node 1 --node-name "$(head -n 1 <<<"$nodes")" \
 		--report check --report-node "$victim" --report-value 1
 	wait_for 10 node_idle "$victim"
 	! "$PHX" status --socket "$SOCK" | grep -q "^  $victim "
@@ -185,11 +186,10 @@ waits_for_nodes()
 	[ "$(job_field "$job" ExcNodeList)" = "(null)" ]
 	grep -q "job $job: .*, $n needed: requeued leaving the 1 DOWN or drained one(s) to Slurm" \
 		"$CKPTD_DIR/daemon.log"
-	# Back, and trusted after a passing check: the job runs on every node again.
+	# Back, and resumed by the administrator (a pending job has no token that
+	# speaks for a node): the job runs on every node again.
 	"$LAB_CMD" restart-node "$victim"
-	"$SIM" report --address "$CKPTD_ADDR" --key "$LAB_DIR/etc/phalanx.key" --job "$job" \
-		--uid "$(id -u)" --job-nodes "$n" --first-node 1 --node-name "$victim-check" \
-		--report check --report-node "$victim" --report-value 1
+	scontrol update nodename="$victim" state=resume
 	wait_for 90 training_on "$job" "$n"
 	[ "$(job_field "$job" Restarts)" = 1 ]
 	scancel "$job"
@@ -263,6 +263,91 @@ ckptd_hwm()
 	[ "$(grep -c ' lost' "$CKPTD_DIR/daemon.log")" = "$lost_before" ]
 	run curl -sf "http://$CKPTD_METRICS/metrics"
 	grep -q '^phalanx_ckptd_preauth_refused_total [1-9]' <<<"$output"
+	scancel "$job"
+	wait_for 30 job_finished "$job"
+}
+
+# holder JOB NODE ARGS...: tests/security/token_holder.py run in a step of
+# JOB on NODE, with that job's token; ARGS from its ROLE on.
+holder()
+{
+	local job=$1 node=$2
+	shift 2
+	srun --jobid="$job" --overlap -N1 -w "$node" bash -c \
+		'exec /usr/bin/python3 "$0" "$1" "$SLURM_JOB_ID" "$(id -u)" "$PHALANX_JOB_TOKEN" "${@:2}"' \
+		"$BATS_TEST_DIRNAME/../security/token_holder.py" "$CKPTD_ADDR" "$@"
+}
+
+reason_of()
+{
+	sinfo -h -N -n "$1" -o %E | head -n 1
+}
+
+@test "attack: a job's token speaks only for that job's nodes, and only while the job runs" {
+	local job old old_token xid3 xid_all health n
+
+	# A token of a job that has ended.
+	old=$(sbatch --parsable -N1 -w node1 -o /dev/null --wrap 'sleep 300')
+	wait_for 60 job_running "$old"
+	old_token=$(srun --jobid="$old" --overlap -N1 printenv PHALANX_JOB_TOKEN)
+	[ ${#old_token} -eq 64 ]
+	scancel "$old"
+	wait_for 30 job_finished "$old"
+	job=$(sbatch --parsable -N2 -w node1,node2 -o /dev/null --wrap 'sleep 300')
+	wait_for 60 job_running "$job"
+
+	# Before: any name was taken, and a host list spoke for every node in it.
+	run holder "$job" node1 agent 'node[1-4]'
+	show_run
+	[[ "$output" == "refused "*"is not a node name"* ]]
+	run holder "$job" node1 agent node3
+	show_run
+	[[ "$output" == "refused "*"node node3 is not in job $job's allocation"* ]]
+	# The job's own node is its agent's to speak for.
+	run holder "$job" node1 agent node1
+	show_run
+	[ "$output" = open ]
+
+	# Before: two xid events naming a host list marked every node in it for
+	# draining. Now events about nodes outside the job are dropped.
+	xid3='{"kind": "xid", "node": "node3", "value": 79, "reason": "Xid 79"}'
+	xid_all='{"kind": "xid", "node": "node[1-4]", "value": 79, "reason": "Xid 79"}'
+	run holder "$job" node1 agent node1 "$xid3" "$xid3" "$xid_all" "$xid_all" \
+		'{"kind": "node_bad", "node": "node4"}'
+	show_run
+	[ "$output" = open ]
+	[ "$(grep -c "job $job: event .* ignored: .*node3\|job $job: event .* ignored: .*not a node name\|job $job: event .* ignored: .*node4" "$CKPTD_DIR/daemon.log")" -eq 5 ]
+
+	# Before: a driver's failing then passing check resumed a node the
+	# health prolog had drained. Now only this daemon's drain for the job is undone.
+	health='phalanx: health: gpu: 7 of 8 GPUs visible'
+	scontrol update nodename=node2 state=drain reason="$health"
+	run holder "$job" node1 driver node1 \
+		'{"kind": "check", "node": "node2", "value": 0, "reason": "forged"}' \
+		'{"kind": "check", "node": "node2", "value": 1}' \
+		'{"kind": "check", "node": "node3", "value": 0, "reason": "forged"}'
+	show_run
+	[ "$output" = open ]
+	grep -q "node node2 keeps its state in Slurm (reason \"$health\"): job $job did not drain it" \
+		"$CKPTD_DIR/daemon.log"
+	[[ "$(node_state node2)" == drain* ]]
+	[ "$(reason_of node2)" = "$health" ]
+	scontrol update nodename=node2 state=resume
+	! "$PHX" status --socket "$SOCK" | grep -q '^  node3 '
+
+	# Before: tokens never expired. Now one of a job that ended is refused.
+	run srun --jobid="$job" --overlap -N1 -w node1 /usr/bin/python3 \
+		"$BATS_TEST_DIRNAME/../security/token_holder.py" "$CKPTD_ADDR" "$old" "$(id -u)" \
+		"$old_token" agent node1
+	show_run
+	[[ "$output" == "refused "*"job $old is not running in Slurm"* ]]
+
+	# Nothing of the lab was touched: no node drained or down but the one drained here.
+	for n in node1 node3 node4; do
+		[[ "$(node_state "$n")" != drain* && "$(node_state "$n")" != down* ]]
+	done
+	run curl -sf "http://$CKPTD_METRICS/metrics"
+	grep -q '^phalanx_ckptd_authz_refused_total [1-9]' <<<"$output"
 	scancel "$job"
 	wait_for 30 job_finished "$job"
 }
