@@ -29,7 +29,8 @@
 #include "common/token.h"
 
 #define CKPTD_JOB_BUCKETS 4096
-#define CKPTD_MAX_PENDING_OUT (256u << 20) /* a peer this far behind is dropped */
+/* A peer this far behind is dropped: two of the largest frames (manifests) and change. */
+#define CKPTD_MAX_PENDING_OUT (80u << 20)
 #define CKPTD_HANDSHAKE_S 10.0 /* hello to registered, at most */
 /*
  * Before a peer proves a job's token it gets little: a hello and an auth
@@ -131,12 +132,15 @@ struct ckptd_node {
 struct ckptd_alloc {
 	uint32_t job, uid;
 	int running;
+	uint32_t num_nodes;
 	char *nodes; /* the job's node list, a Slurm host-list expression */
 	double fetched; /* monotonic; 0 = empty slot */
 };
 #define CKPTD_ALLOCS 256 /* jobs whose allocation is cached */
 #define CKPTD_ALLOC_TTL_S 30.0
 #define CKPTD_ALLOC_RECHECK_S 1.0
+/* Ranks a job may register per node of its allocation: its commit state grows with them. */
+#define CKPTD_MAX_RANKS_PER_NODE 1024
 struct ckptd_authz {
 	struct ckptd_alloc cache[CKPTD_ALLOCS];
 	uint64_t queries, refused;

@@ -42,17 +42,18 @@ static struct ckptd_alloc *slot_of(struct ckptd_authz *z, uint32_t job)
 
 static int fetch(struct ckptd *d, struct ckptd_alloc *a, uint32_t job, char *err, size_t errlen)
 {
+	uint32_t uid = 0, num_nodes = 0;
 	char *nodes = NULL;
-	uint32_t uid = 0;
 	int running = 0;
 
 	d->authz.queries++;
-	if (ckptd_slurm_alloc(job, &uid, &running, &nodes, err, errlen) < 0)
+	if (ckptd_slurm_alloc(job, &uid, &running, &num_nodes, &nodes, err, errlen) < 0)
 		return -1;
 	free(a->nodes);
 	a->job = job;
 	a->uid = uid;
 	a->running = running;
+	a->num_nodes = num_nodes;
 	a->nodes = nodes;
 	a->fetched = ckptd_now();
 	return 0;
@@ -128,6 +129,29 @@ int ckptd_authz(struct ckptd *d, uint32_t job, uint32_t uid, const char *node, b
 	}
 	return refuse(d, err, errlen, "node %s is not in job %u's allocation%s%.200s%s", node, job,
 		      a ? " (" : "", a ? a->nodes : "", a ? ")" : "");
+}
+
+int ckptd_authz_shape(struct ckptd *d, uint32_t job, uint32_t uid, uint32_t nodes, uint32_t ranks,
+		      char *err, size_t errlen)
+{
+	struct ckptd_alloc *a;
+	char why[512];
+
+	if (!ckptd_slurm_here())
+		return 0;
+	a = alloc_of(d, job, CKPTD_ALLOC_TTL_S, why, sizeof(why));
+	if (!a || a->uid != uid || !a->running)
+		return refuse(d, err, errlen, "job %u is not running in Slurm%s%s", job,
+			      a ? "" : ": ", a ? "" : why);
+	if (nodes > a->num_nodes)
+		return refuse(d, err, errlen, "%u nodes, but job %u has %u in Slurm", nodes, job,
+			      a->num_nodes);
+	if ((uint64_t)ranks > (uint64_t)a->num_nodes * CKPTD_MAX_RANKS_PER_NODE)
+		return refuse(d, err, errlen,
+			      "%u ranks, but job %u's %u node(s) run at most %u (%u per node)",
+			      ranks, job, a->num_nodes, a->num_nodes * CKPTD_MAX_RANKS_PER_NODE,
+			      CKPTD_MAX_RANKS_PER_NODE);
+	return 0;
 }
 
 void ckptd_authz_free(struct ckptd *d)

@@ -29,6 +29,14 @@ int ckptd_authz(struct ckptd *d, uint32_t job, uint32_t uid, const char *node, b
 /* 1 for a plain host name: letters, digits, '.', '-', '_', starting with a letter or digit. */
 int ckptd_node_name_plain(const char *name);
 
+/*
+ * 0 when a registration's shape fits the job's allocation in Slurm: no
+ * more nodes than it has, and at most CKPTD_MAX_RANKS_PER_NODE ranks per
+ * node, as the commit state grows with the ranks; -1 with the reason.
+ */
+int ckptd_authz_shape(struct ckptd *d, uint32_t job, uint32_t uid, uint32_t nodes, uint32_t ranks,
+		      char *err, size_t errlen);
+
 void ckptd_authz_free(struct ckptd *d);
 
 #endif

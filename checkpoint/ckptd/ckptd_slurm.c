@@ -65,8 +65,8 @@ int ckptd_slurm_here(void)
 	return 1;
 }
 
-int ckptd_slurm_alloc(uint32_t id, uint32_t *uid, int *running, char **nodes, char *err,
-		      size_t errlen)
+int ckptd_slurm_alloc(uint32_t id, uint32_t *uid, int *running, uint32_t *num_nodes, char **nodes,
+		      char *err, size_t errlen)
 {
 	job_info_msg_t *resp = NULL;
 	job_info_t *ji;
@@ -81,6 +81,7 @@ int ckptd_slurm_alloc(uint32_t id, uint32_t *uid, int *running, char **nodes, ch
 	ji = &resp->job_array[0];
 	*uid = ji->user_id;
 	*running = (ji->job_state & JOB_STATE_BASE) == JOB_RUNNING;
+	*num_nodes = ji->num_nodes;
 	*nodes = strdup(ji->nodes ? ji->nodes : "");
 	slurm_free_job_info_msg(resp);
 	if (!*nodes)

@@ -16,9 +16,10 @@ struct ckptd_sjob {
 int ckptd_slurm_job(uint32_t id, struct ckptd_sjob *out, char *err, size_t errlen);
 /* Whether this host can talk to Slurm; the first time it can, libslurm is set up. */
 int ckptd_slurm_here(void);
-/* Slurm's view of a job for authorization: owner, running, the whole node list (malloc'd). */
-int ckptd_slurm_alloc(uint32_t id, uint32_t *uid, int *running, char **nodes, char *err,
-		      size_t errlen);
+/* Slurm's view of a job for authorization: owner, running, node count, the whole node list
+ * (malloc'd). */
+int ckptd_slurm_alloc(uint32_t id, uint32_t *uid, int *running, uint32_t *num_nodes, char **nodes,
+		      char *err, size_t errlen);
 /* 1 when node is one of the hosts of hostlist (a Slurm host-list expression). */
 int ckptd_slurm_listed(const char *hostlist, const char *node);
 /* Calls fn for each node of hostlist that Slurm shows DOWN or FAIL. */

@@ -7,7 +7,8 @@ ended) against phalanx-ckptd's agent port, speaking the agents' protocol.
 
 ROLE is agent or driver, NODE the node name the hello claims, each EVENT a
 JSON object sent as an "event" message once authenticated (an agent first
-registers as one node of one rank). Prints one line:
+registers as one node of one rank; agent:NODES:RANKS registers that shape).
+Prints one line:
   refused REASON      the daemon refused the hello or the answer
   open                authenticated, events sent, still connected 0.5 s later
   closed REASON       authenticated, then the daemon ended the connection
@@ -51,7 +52,9 @@ def reason(msg):
 
 def main():
     host, port = sys.argv[1].rsplit(":", 1)
-    job, uid, token, role, node = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
+    job, uid, token, node = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[6]
+    role, *shape = sys.argv[5].split(":")
+    nodes, ranks = (int(shape[0]), int(shape[1])) if shape else (1, 1)
     events = [json.loads(e) for e in sys.argv[7:]]
     s = socket.create_connection((host, int(port)), timeout=10)
     send(s, {"v": 3, "type": "hello", "role": role, "job": job, "uid": uid, "node": node})
@@ -67,7 +70,7 @@ def main():
         print("refused", reason(msg))
         return
     if role == "agent":
-        send(s, {"v": 3, "type": "register", "nodes": 1, "ranks": 1, "layout": ""})
+        send(s, {"v": 3, "type": "register", "nodes": nodes, "ranks": ranks, "layout": ""})
         msg = recv(s)
         if not msg or msg.get("type") != "registered":
             print("closed", reason(msg))
