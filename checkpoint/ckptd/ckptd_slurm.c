@@ -32,19 +32,30 @@ static int fail(char *err, size_t errlen, const char *what)
 	return phx_errf(err, errlen, "%s: %s", what, slurm_strerror(errno));
 }
 
+/* The job's record (freed with *resp), or NULL with the reason. */
+static job_info_t *load_job(uint32_t id, job_info_msg_t **resp, char *err, size_t errlen)
+{
+	if (slurm_load_job(resp, id, SHOW_ALL) != SLURM_SUCCESS) {
+		fail(err, errlen, "slurm_load_job");
+		return NULL;
+	}
+	if (!(*resp)->record_count) {
+		slurm_free_job_info_msg(*resp);
+		phx_errf(err, errlen, "Slurm does not know job %u", id);
+		return NULL;
+	}
+	return &(*resp)->job_array[0];
+}
+
 int ckptd_slurm_job(uint32_t id, struct ckptd_sjob *out, char *err, size_t errlen)
 {
 	job_info_msg_t *resp = NULL;
 	job_info_t *ji;
 
 	memset(out, 0, sizeof(*out));
-	if (slurm_load_job(&resp, id, SHOW_ALL) != SLURM_SUCCESS)
-		return fail(err, errlen, "slurm_load_job");
-	if (!resp->record_count) {
-		slurm_free_job_info_msg(resp);
-		return phx_errf(err, errlen, "slurm_load_job: job %u is not known", id);
-	}
-	ji = &resp->job_array[0];
+	ji = load_job(id, &resp, err, errlen);
+	if (!ji)
+		return -1;
 	out->state = (int)(ji->job_state & JOB_STATE_BASE);
 	out->completing = !!(ji->job_state & JOB_COMPLETING);
 	out->restarts = ji->restart_cnt;
@@ -72,13 +83,9 @@ int ckptd_slurm_alloc(uint32_t id, uint32_t *uid, int *running, uint32_t *num_no
 	job_info_t *ji;
 
 	*nodes = NULL;
-	if (slurm_load_job(&resp, id, SHOW_ALL) != SLURM_SUCCESS)
-		return fail(err, errlen, "slurm_load_job");
-	if (!resp->record_count) {
-		slurm_free_job_info_msg(resp);
-		return phx_errf(err, errlen, "Slurm does not know job %u", id);
-	}
-	ji = &resp->job_array[0];
+	ji = load_job(id, &resp, err, errlen);
+	if (!ji)
+		return -1;
 	*uid = ji->user_id;
 	*running = (ji->job_state & JOB_STATE_BASE) == JOB_RUNNING;
 	*num_nodes = ji->num_nodes;

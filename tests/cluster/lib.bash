@@ -181,7 +181,8 @@ start_ckptd()
 {
 	# A killed daemon leaves its socket file; wait for the new one's.
 	rm -f "$CKPTD_DIR/ckptd.sock"
-	"$PHX_BUILD_DIR/checkpoint/ckptd/phalanx-ckptd" "$@" --listen "$CKPTD_ADDR" \
+	# PHX_CKPTD_BIN: another build of the daemon (tests/quickstart's ckptd-asan).
+	"${PHX_CKPTD_BIN:-$PHX_BUILD_DIR/checkpoint/ckptd/phalanx-ckptd}" "$@" --listen "$CKPTD_ADDR" \
 		--socket "$CKPTD_DIR/ckptd.sock" --state-dir "$CKPTD_DIR/state" \
 		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" \
 		>>"$CKPTD_DIR/daemon.log" 2>&1 &

@@ -17,14 +17,6 @@
 
 const char phx_fuzz_corpus_name[] = "ckpt";
 
-static void check(int ok, const char *what)
-{
-	if (ok)
-		return;
-	fprintf(stderr, "phalanx: fuzz: %s\n", what);
-	abort();
-}
-
 static void state(const char *text)
 {
 	struct phx_ckpt_state s, back;
@@ -32,14 +24,15 @@ static void state(const char *text)
 
 	if (phx_ckpt_state_parse(text, &s) < 0)
 		return;
-	check(phx_ckpt_state_format(&s, buf, sizeof(buf)) < (int)sizeof(buf), "state too long");
-	check(!strcmp(buf, text), "state does not format back to its text");
-	check(phx_ckpt_state_parse(buf, &back) == 0 && !memcmp(&s, &back, sizeof(s)),
-	      "formatted state parses differently");
+	phx_fuzz_check(phx_ckpt_state_format(&s, buf, sizeof(buf)) < (int)sizeof(buf),
+		       "state too long");
+	phx_fuzz_check(!strcmp(buf, text), "state does not format back to its text");
+	phx_fuzz_check(phx_ckpt_state_parse(buf, &back) == 0 && !memcmp(&s, &back, sizeof(s)),
+		       "formatted state parses differently");
 	for (int t = 0; t < PHX_TIER_COUNT; t++)
-		check(phx_ckpt_common_newest(&s, 1, (enum phx_ckpt_tier)t) ==
-			      (s.n[t] ? s.steps[t][0] : -1),
-		      "newest of one state");
+		phx_fuzz_check(phx_ckpt_common_newest(&s, 1, (enum phx_ckpt_tier)t) ==
+				       (s.n[t] ? s.steps[t][0] : -1),
+			       "newest of one state");
 }
 
 static void digests(const char *text, int algo)
@@ -51,12 +44,13 @@ static void digests(const char *text, int algo)
 
 	if (phx_ckpt_digests_parse(text, algo, &step, s, 8, &n) < 0)
 		return;
-	check(n > 0 && n <= 8, "digest count");
-	check(phx_ckpt_digests_format(step, s, n, algo, buf, sizeof(buf)) < (int)sizeof(buf),
-	      "digests too long");
-	check(phx_ckpt_digests_parse(buf, algo, &step2, back, 8, &m) == 0 && m == n &&
-		      step2 == step && !memcmp(s, back, n * sizeof(*s)),
-	      "formatted digests parse differently");
+	phx_fuzz_check(n > 0 && n <= 8, "digest count");
+	phx_fuzz_check(phx_ckpt_digests_format(step, s, n, algo, buf, sizeof(buf)) <
+			       (int)sizeof(buf),
+		       "digests too long");
+	phx_fuzz_check(phx_ckpt_digests_parse(buf, algo, &step2, back, 8, &m) == 0 && m == n &&
+			       step2 == step && !memcmp(s, back, n * sizeof(*s)),
+		       "formatted digests parse differently");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -70,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		int ok = phx_ckpt_msg_check(data + 1, size - 1, 0);
 		int ok_reply = phx_ckpt_msg_check(data + 1, size - 1, 1);
 
-		check(ok < 0 || ok_reply < 0, "a message is both request and reply");
+		phx_fuzz_check(ok < 0 || ok_reply < 0, "a message is both request and reply");
 		return 0;
 	}
 	text = malloc(size);
@@ -85,8 +79,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		int rc = phx_ckpt_manifest_find(text, data[0] % 8, &e, err, sizeof(err));
 
-		check(rc != -1 || err[0], "a refused manifest without a reason");
-		check(rc != 0 || e.rank == (unsigned long)(data[0] % 8), "wrong rank found");
+		phx_fuzz_check(rc != -1 || err[0], "a refused manifest without a reason");
+		phx_fuzz_check(rc != 0 || e.rank == (unsigned long)(data[0] % 8),
+			       "wrong rank found");
 	}
 	free(text);
 	return 0;

@@ -16,14 +16,6 @@
 
 const char phx_fuzz_corpus_name[] = "errfile";
 
-static void check(int ok, const char *what)
-{
-	if (ok)
-		return;
-	fprintf(stderr, "phalanx: fuzz: %s\n", what);
-	abort();
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *text = malloc(size + 1), msg[1024], trace[8192];
@@ -36,9 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(msg, 'x', sizeof(msg));
 	memset(trace, 'x', sizeof(trace));
 	rc = phx_errfile_parse(text, msg, sizeof(msg), trace, sizeof(trace));
-	check(memchr(msg, '\0', sizeof(msg)) != NULL, "message not terminated");
-	check(memchr(trace, '\0', sizeof(trace)) != NULL, "traceback not terminated");
-	check(rc == 0 ? msg[0] != '\0' : rc == -1, "a parse says something or fails");
+	phx_fuzz_check(memchr(msg, '\0', sizeof(msg)) != NULL, "message not terminated");
+	phx_fuzz_check(memchr(trace, '\0', sizeof(trace)) != NULL, "traceback not terminated");
+	phx_fuzz_check(rc == 0 ? msg[0] != '\0' : rc == -1, "a parse says something or fails");
 	(void)phx_errfile_peer_lost(msg);
 	free(text);
 	return 0;

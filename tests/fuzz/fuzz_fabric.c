@@ -22,27 +22,19 @@ const char phx_fuzz_corpus_name[] = "fabric";
 
 #define MAX_PLACED_NODES 64
 
-static void check(int ok, const char *what)
-{
-	if (ok)
-		return;
-	fprintf(stderr, "phalanx: fuzz: %s\n", what);
-	abort();
-}
-
 static void check_fabric(const struct phx_fabric *f)
 {
 	for (size_t i = 0; i < f->n_nodes; i++) {
-		check(f->nodes[i].leaf < f->n_leaves, "leaf index");
-		check(f->nodes[i].domain < (int)f->n_domains, "domain index");
-		check(!i || phx_hostname_cmp(f->nodes[i - 1].name, f->nodes[i].name) < 0,
-		      "nodes not sorted");
-		check(phx_fabric_find(f, f->nodes[i].name) == (long)i, "find");
+		phx_fuzz_check(f->nodes[i].leaf < f->n_leaves, "leaf index");
+		phx_fuzz_check(f->nodes[i].domain < (int)f->n_domains, "domain index");
+		phx_fuzz_check(!i || phx_hostname_cmp(f->nodes[i - 1].name, f->nodes[i].name) < 0,
+			       "nodes not sorted");
+		phx_fuzz_check(phx_fabric_find(f, f->nodes[i].name) == (long)i, "find");
 	}
 	for (size_t l = 0; l < f->n_leaves; l++)
-		check(f->leaf_spine[l] < f->n_spines, "spine index");
+		phx_fuzz_check(f->leaf_spine[l] < f->n_spines, "spine index");
 	for (int l = 1; l < PHX_LEVEL_COUNT; l++)
-		check(f->bandwidth[l] <= f->bandwidth[l - 1], "bandwidth order");
+		phx_fuzz_check(f->bandwidth[l] <= f->bandwidth[l - 1], "bandwidth order");
 }
 
 static void place_on(const struct phx_fabric *f, const char *spec)
@@ -60,23 +52,24 @@ static void place_on(const struct phx_fabric *f, const char *spec)
 	if (phx_layout_parse(spec, &l, err, sizeof(err)) < 0 ||
 	    phx_layout_resolve(&l, n * 2, err, sizeof(err)) < 0)
 		goto out;
-	check(phx_place(&(struct phx_place_input){ .fabric = f,
-						   .nodes = names,
-						   .n_nodes = n,
-						   .gpus_per_node = 2,
-						   .slow = names,
-						   .n_slow = 1,
-						   .layout = &l },
-			&plan, err, sizeof(err)) == 0,
-	      err);
+	phx_fuzz_check(phx_place(&(struct phx_place_input){ .fabric = f,
+							    .nodes = names,
+							    .n_nodes = n,
+							    .gpus_per_node = 2,
+							    .slow = names,
+							    .n_slow = 1,
+							    .layout = &l },
+				 &plan, err, sizeof(err)) == 0,
+		       err);
 	for (unsigned long r = 0; r < plan->world; r++) {
 		size_t slot = plan->rank_node[r] * 2 + plan->rank_gpu[r];
 
-		check(plan->rank_node[r] < n && plan->rank_gpu[r] < 2 && !used[slot], "rank map");
+		phx_fuzz_check(plan->rank_node[r] < n && plan->rank_gpu[r] < 2 && !used[slot],
+			       "rank map");
 		used[slot] = 1;
 	}
-	check(plan->cost.total >= plan->lower_bound, "cost below the lower bound");
-	check(plan->cost.total <= plan->hostname.total, "cost above host-name order");
+	phx_fuzz_check(plan->cost.total >= plan->lower_bound, "cost below the lower bound");
+	phx_fuzz_check(plan->cost.total <= plan->hostname.total, "cost above host-name order");
 out:
 	phx_plan_free(plan);
 	free(names);
@@ -129,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				place_on(f, "tp=2,pp=2,dp=*");
 		}
 	} else {
-		check(err[0] != '\0', "error without a message");
+		phx_fuzz_check(err[0] != '\0', "error without a message");
 	}
 	phx_fabric_free(f);
 	free(text);

@@ -16,14 +16,6 @@
 
 const char phx_fuzz_corpus_name[] = "result";
 
-static void check(int ok, const char *what)
-{
-	if (ok)
-		return;
-	fprintf(stderr, "phalanx: fuzz: %s\n", what);
-	abort();
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct phx_result r, back;
@@ -32,17 +24,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (phx_result_parse((const char *)data, size, &r) == 0) {
 		n = phx_result_format(&r, line, sizeof(line));
-		check(n > 0 && (size_t)n < sizeof(line), "formatted line too long");
-		check(phx_result_parse(line, (size_t)n, &back) == 0, "formatted line refused");
-		check(back.rank == r.rank && back.kind == r.kind && back.code == r.code &&
-			      back.step == r.step && back.restarts == r.restarts,
-		      "numbers round trip");
-		check(!strcmp(back.node, r.node) && !strcmp(back.msg, r.msg), "text round trip");
+		phx_fuzz_check(n > 0 && (size_t)n < sizeof(line), "formatted line too long");
+		phx_fuzz_check(phx_result_parse(line, (size_t)n, &back) == 0,
+			       "formatted line refused");
+		phx_fuzz_check(back.rank == r.rank && back.kind == r.kind && back.code == r.code &&
+				       back.step == r.step && back.restarts == r.restarts,
+			       "numbers round trip");
+		phx_fuzz_check(!strcmp(back.node, r.node) && !strcmp(back.msg, r.msg),
+			       "text round trip");
 	}
 	n = phx_srun_line_parse((const char *)data, size, node, sizeof(node));
-	check(n >= 0 && n <= 3, "srun line kind");
+	phx_fuzz_check(n >= 0 && n <= 3, "srun line kind");
 	/* A node failure and a killed agent name the node; a failed launch blames none. */
 	if (n == 1 || n == 2)
-		check(strlen(node) < sizeof(node) && node[0], "srun line node");
+		phx_fuzz_check(strlen(node) < sizeof(node) && node[0], "srun line node");
 	return 0;
 }
