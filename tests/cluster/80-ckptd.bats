@@ -158,7 +158,7 @@ ckpt()
 	# With its own token, job B's agent reads job B's (empty) catalog, not job A's.
 	run --separate-stderr srun --jobid="$JOB_B" --overlap -N1 bash -c \
 		'exec "$0" query --address "$1" --token "$PHALANX_JOB_TOKEN" --job "$SLURM_JOB_ID" \
-			--uid "$(id -u)" --job-nodes 4 --ranks-per-node 2 --timeout 5' "$SIM" "$CKPTD_ADDR"
+			--uid "$(id -u)" --job-nodes 1 --ranks-per-node 2 --timeout 5' "$SIM" "$CKPTD_ADDR"
 	show_run
 	[ "$status" -eq 0 ]
 	[ "$output" = "manifest 0 step 0 world 0" ]
