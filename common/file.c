@@ -63,6 +63,32 @@ int phx_file_sync_parent(const char *path)
 	return rc;
 }
 
+int phx_mkdir_durable(const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) < 0)
+		return errno == EEXIST ? 0 : -errno;
+	return phx_file_sync_parent(path);
+}
+
+int phx_mkdirs(const char *path, mode_t mode)
+{
+	char tmp[PATH_MAX];
+	int rc;
+
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/' || p[-1] == '/')
+			continue;
+		*p = '\0';
+		rc = phx_mkdir_durable(tmp, mode);
+		*p = '/';
+		if (rc)
+			return rc;
+	}
+	return phx_mkdir_durable(tmp, mode);
+}
+
 int phx_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode)
 {
 	char tmp[PATH_MAX];

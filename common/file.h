@@ -38,4 +38,14 @@ int phx_send_all(int fd, const void *buf, size_t len);
 /* fsync of the directory holding path, so a rename in it is durable. */
 int phx_file_sync_parent(const char *path);
 
+/*
+ * mkdir, and when it made the directory, fsync of its parent: a file
+ * fsynced into a new directory is lost in a crash unless the directory's
+ * own entry is durable too. An existing path is left alone (0).
+ */
+int phx_mkdir_durable(const char *path, mode_t mode);
+
+/* phx_mkdir_durable of path and of each missing parent, top down. */
+int phx_mkdirs(const char *path, mode_t mode);
+
 #endif

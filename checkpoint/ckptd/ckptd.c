@@ -28,6 +28,7 @@
 #include "checkpoint/ckptd/ckptd_metrics.h"
 #include "checkpoint/ckptd/ckptd_recovery.h"
 #include "common/conf.h"
+#include "common/file.h"
 #include "common/log.h"
 
 static struct ckptd *running;
@@ -154,6 +155,7 @@ static int setup(struct ckptd *d, struct phx_conf *conf)
 	const struct ckptd_opts *o = &d->opts;
 	struct passwd *pw;
 	char err[1024];
+	int rc;
 
 	snprintf(d->state_dir, sizeof(d->state_dir), "%s",
 		 o->state_dir ? o->state_dir : conf->state_dir);
@@ -178,8 +180,11 @@ static int setup(struct ckptd *d, struct phx_conf *conf)
 		phx_error("%s", err);
 		return -1;
 	}
-	if (mkdir(d->state_dir, 0700) < 0 && errno != EEXIST) {
-		phx_error("cannot create state_dir %s: %s", d->state_dir, strerror(errno));
+	rc = phx_mkdir_durable(d->state_dir, 0700);
+	if (rc) {
+		phx_error("cannot create state_dir %s: %s; create it (mode 0700, owned by the "
+			  "daemon's user) or name another in ckptd.state_dir",
+			  d->state_dir, strerror(-rc));
 		return -1;
 	}
 	ckptd_agent_init(d);

@@ -120,7 +120,10 @@ static void send_aborted(struct ckptd *d, struct ckptd_job *j, uint64_t gen, con
 	struct json_object *o = phx_wire_new(PHX_MSG_ABORTED);
 
 	json_object_object_add(o, "gen", json_object_new_uint64(gen));
-	json_object_object_add(o, "reason", json_object_new_string(why));
+	/* The agents refuse a longer reason, and the frame with it. */
+	json_object_object_add(
+		o, "reason",
+		json_object_new_string_len(why, (int)strnlen(why, PHX_WIRE_REASON_MAX)));
 	ckptd_broadcast(d, j, o);
 	d->m.aborts++;
 	phx_info("job %u: generation %llu aborted: %s", j->id, (unsigned long long)gen, why);
@@ -181,7 +184,7 @@ static void on_prepare(struct ckptd *d, struct ckptd_conn *c, const struct phx_w
 			phx_error("job %u: generation %llu not committed: %s", j->id,
 				  (unsigned long long)m->gen, err);
 			phx_commit_abort(&j->commit, m->gen);
-			send_aborted(d, j, m->gen, "the daemon could not journal the commit");
+			send_aborted(d, j, m->gen, err);
 		} else {
 			ckptd_recovery_commit(d, j);
 		}

@@ -222,6 +222,15 @@ int ckptd_publish(struct ckptd *d, struct ckptd_job *j, uint64_t gen, char *err,
 	text = phx_manifest_to_json(m, err, errlen);
 	if (!text)
 		return -1;
+	/* Committed, it could never be read back by the ranks that restore it. */
+	len = strlen(text);
+	if (len > PHX_WIRE_MAX_MANIFEST) {
+		free(text);
+		return phx_errf(err, errlen,
+				"its manifest is %zu bytes and a reply carries at most %u: "
+				"use shorter checkpoint paths or fewer copies of each shard",
+				len, PHX_WIRE_MAX_MANIFEST);
+	}
 	rec = commit_record(j->id, text, &len);
 	t1 = ckptd_now();
 	/* The commit point: once this record is synced, the generation exists. */

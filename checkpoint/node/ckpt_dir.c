@@ -21,25 +21,6 @@ void ck_gen_dir(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, char 
 	snprintf(buf, len, "%s/%s", c->dir[t], name);
 }
 
-int ck_mkdir_p(const char *path)
-{
-	char tmp[4096];
-
-	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	for (char *p = tmp + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
 bool ck_published(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, const char *file)
 {
 	char dir[4200], path[4600];

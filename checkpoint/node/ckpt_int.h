@@ -75,6 +75,7 @@ struct ck_gen {
 };
 
 enum ck_job_kind { J_PERSIST, J_PUBLISH };
+#define CK_LANES 2 /* a writer thread for each kind of job */
 
 struct ck_job {
 	struct ck_job *next;
@@ -144,12 +145,21 @@ struct phx_ckpt {
 	unsigned publishing; /* publish jobs not yet done */
 	long restored; /* the generation restored at start, -1 */
 	struct phx_ckpt_state held;
-	/* the writer thread */
-	pthread_t io;
-	bool io_started, io_stop;
+	/*
+	 * The writer threads, one per job kind: a committed generation's
+	 * manifest is written at once, not after the next generation's shards
+	 * (and their partner copies), so an agent killed meanwhile leaves it
+	 * restorable.
+	 */
+	struct ck_lane {
+		struct ck_job *todo, **tail;
+		pthread_t thread;
+		bool started;
+	} lane[CK_LANES];
+	bool io_stop;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct ck_job *todo, **todo_tail, *done;
+	struct ck_job *done;
 	struct ck_partner *partner;
 };
 
@@ -159,7 +169,6 @@ void ck_buf_free(struct ck_buf *b);
 
 /* ckpt_dir.c: the directory of a generation in a tier. */
 void ck_gen_dir(const struct phx_ckpt *c, enum phx_ckpt_tier t, long step, char *buf, size_t len);
-int ck_mkdir_p(const char *path);
 /*
  * Generation step of tier t is published (its manifest is there) and,
  * file not NULL, holds that file.

@@ -128,7 +128,7 @@ static void persist(struct phx_ckpt *c, struct ck_job *j)
 			continue;
 		ck_gen_dir(c, (enum phx_ckpt_tier)t, j->step, dir, sizeof(dir));
 		snprintf(path, sizeof(path), "%s/rank-%lu.shard", dir, j->rank);
-		rc = ck_mkdir_p(dir);
+		rc = phx_mkdirs(dir, 0700);
 		if (!rc)
 			rc = write_shard(path, j->data, j->len);
 		if (rc) {
@@ -240,24 +240,32 @@ gc:
 	collect(c, j->tier, j->gc_bound < j->step ? j->gc_bound : j->step);
 }
 
+struct lane_arg {
+	struct phx_ckpt *c;
+	struct ck_lane *lane;
+};
+
 static void *io_main(void *arg)
 {
-	struct phx_ckpt *c = arg;
+	struct lane_arg la = *(struct lane_arg *)arg;
+	struct phx_ckpt *c = la.c;
+	struct ck_lane *l = la.lane;
 	uint64_t one = 1;
 
+	free(arg);
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
 		struct ck_job *j;
 		ssize_t n;
 
-		while (!c->todo && !c->io_stop)
+		while (!l->todo && !c->io_stop)
 			pthread_cond_wait(&c->cv, &c->mu);
-		if (!c->todo)
+		if (!l->todo)
 			break;
-		j = c->todo;
-		c->todo = j->next;
-		if (!c->todo)
-			c->todo_tail = &c->todo;
+		j = l->todo;
+		l->todo = j->next;
+		if (!l->todo)
+			l->tail = &l->todo;
 		pthread_mutex_unlock(&c->mu);
 		if (j->kind == J_PERSIST)
 			persist(c, j);
@@ -277,26 +285,43 @@ int ck_io_start(struct phx_ckpt *c)
 {
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
-	c->todo = NULL;
-	c->todo_tail = &c->todo;
 	c->done = NULL;
-	if (pthread_create(&c->io, NULL, io_main, c))
-		return -1;
-	c->io_started = true;
+	for (size_t i = 0; i < CK_LANES; i++) {
+		struct ck_lane *l = &c->lane[i];
+		struct lane_arg *la = malloc(sizeof(*la));
+
+		l->todo = NULL;
+		l->tail = &l->todo;
+		if (!la)
+			return -1;
+		*la = (struct lane_arg){ c, l };
+		if (pthread_create(&l->thread, NULL, io_main, la)) {
+			free(la);
+			return -1;
+		}
+		l->started = true;
+	}
 	return 0;
 }
 
 /* Finishes what is queued: a generation being written is completed, not torn. */
 void ck_io_stop(struct phx_ckpt *c)
 {
-	if (!c->io_started)
+	bool started = false;
+
+	for (size_t i = 0; i < CK_LANES; i++)
+		started |= c->lane[i].started;
+	if (!started)
 		return;
 	pthread_mutex_lock(&c->mu);
 	c->io_stop = true;
-	pthread_cond_signal(&c->cv);
+	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
-	pthread_join(c->io, NULL);
-	c->io_started = false;
+	for (size_t i = 0; i < CK_LANES; i++) {
+		if (c->lane[i].started)
+			pthread_join(c->lane[i].thread, NULL);
+		c->lane[i].started = false;
+	}
 	while (c->done) {
 		struct ck_job *j = c->done;
 
@@ -310,11 +335,13 @@ void ck_io_stop(struct phx_ckpt *c)
 
 void ck_io_submit(struct phx_ckpt *c, struct ck_job *j)
 {
+	struct ck_lane *l = &c->lane[j->kind == J_PUBLISH];
+
 	j->next = NULL;
 	pthread_mutex_lock(&c->mu);
-	*c->todo_tail = j;
-	c->todo_tail = &j->next;
-	pthread_cond_signal(&c->cv);
+	*l->tail = j;
+	l->tail = &j->next;
+	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 }
 

@@ -56,8 +56,9 @@ static int persist(const struct phx_partner_server *s, const struct phx_partner_
 	int fd, rc;
 
 	snprintf(path, pathlen, "%s/rank-%u", s->dir, c->hdr.rank);
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		return -errno;
+	rc = phx_mkdir_durable(path, 0700);
+	if (rc)
+		return rc;
 	snprintf(path, pathlen, "%s/rank-%u/gen-%012llu.copy", s->dir, c->hdr.rank,
 		 (unsigned long long)c->hdr.gen);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);

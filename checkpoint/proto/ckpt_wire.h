@@ -70,6 +70,8 @@
  * version 2 daemon or agent still reads this build's messages. */
 #define PHX_WIRE_VERSION_SEND 2
 #define PHX_WIRE_MAX_FRAME (32u << 20) /* a 16k-rank manifest fits with room */
+/* The largest manifest a reply carries, with room for the reply's other fields. */
+#define PHX_WIRE_MAX_MANIFEST (PHX_WIRE_MAX_FRAME - 4096)
 #define PHX_WIRE_NONCE_HEX 64
 #define PHX_WIRE_MAC_HEX 64
 #define PHX_WIRE_REASON_MAX 255

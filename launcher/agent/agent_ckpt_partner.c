@@ -30,6 +30,7 @@
 #include "checkpoint/node/partner_io.h"
 #include "checkpoint/node/partner_server.h"
 #include "placement/fabric.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "checkpoint/node/ckpt_int.h"
 #include "launcher/agent/agent.h"
@@ -409,7 +410,7 @@ static int start_server(struct phx_agent *a, struct phx_ckpt *c, struct ck_partn
 		phx_warn("partner copies off on %s: checkpoint.local_dir is too long", a->node);
 		return -1;
 	}
-	rc = ck_mkdir_p(p->dir);
+	rc = phx_mkdirs(p->dir, 0700);
 	if (rc < 0) {
 		phx_warn("partner copies off on %s: cannot create %s: %s", a->node, p->dir,
 			 strerror(-rc));

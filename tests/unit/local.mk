@@ -66,6 +66,7 @@ tests_unit_test_log_SOURCES = tests/unit/test_log.c
 tests_unit_test_log_LDADD = $(PHX_UNIT_LDADD)
 tests_unit_test_file_SOURCES = tests/unit/test_file.c tests/unit/scratch.c
 tests_unit_test_file_LDADD = $(PHX_UNIT_LDADD)
+tests_unit_test_file_LDFLAGS = $(AM_LDFLAGS) -Wl,--wrap=fsync
 tests_unit_test_rundir_SOURCES = tests/unit/test_rundir.c tests/unit/scratch.c
 tests_unit_test_rundir_LDADD = $(PHX_UNIT_LDADD)
 tests_unit_test_runas_SOURCES = tests/unit/test_runas.c

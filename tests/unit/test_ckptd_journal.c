@@ -235,10 +235,11 @@ static void daemon_free(struct ckptd *d)
 	free(d);
 }
 
-/* Node k prepares its ranks of gen; returns the 2PC answer. */
-static enum phx_commit_result prepare(struct ckptd_job *j, uint64_t gen, uint32_t k,
-				      uint32_t per_node)
+/* Node k prepares its ranks of gen, each in nloc tiers at path; returns the 2PC answer. */
+static enum phx_commit_result prepare_at(struct ckptd_job *j, uint64_t gen, uint32_t k,
+					 uint32_t per_node, char *path, size_t nloc)
 {
+	static const char *const tiers[] = { "local", "shared", "partner", "memory" };
 	struct phx_manifest_shard *s = calloc(per_node, sizeof(*s));
 	enum phx_commit_result r;
 	char node[16], reason[256];
@@ -250,15 +251,24 @@ static enum phx_commit_result prepare(struct ckptd_job *j, uint64_t gen, uint32_
 		s[i].bytes = 100 + s[i].rank;
 		snprintf(s[i].digest.alg, sizeof(s[i].digest.alg), "sha256");
 		snprintf(s[i].digest.hex, sizeof(s[i].digest.hex), SHA_A);
-		snprintf(s[i].locations[0].tier, sizeof(s[i].locations[0].tier), "local");
-		s[i].locations[0].path = "/ckpt/x";
-		s[i].nlocations = 1;
+		for (size_t l = 0; l < nloc; l++) {
+			snprintf(s[i].locations[l].tier, sizeof(s[i].locations[l].tier), "%s",
+				 tiers[l]);
+			s[i].locations[l].path = path;
+		}
+		s[i].nlocations = nloc;
 	}
 	assert_int_equal(phx_commit_prepare(&j->commit, gen, gen * 10, node, s, per_node, &r,
 					    &gave_way, reason, sizeof(reason)),
 			 0);
 	free(s);
 	return r;
+}
+
+static enum phx_commit_result prepare(struct ckptd_job *j, uint64_t gen, uint32_t k,
+				      uint32_t per_node)
+{
+	return prepare_at(j, gen, k, per_node, "/ckpt/x", 1);
 }
 
 static void commit(struct ckptd *d, struct ckptd_job *j, uint64_t gen, uint32_t nodes,
@@ -426,6 +436,43 @@ static void test_driver_holds_its_job(void **state)
 	daemon_free(d);
 }
 
+/*
+ * A manifest larger than a reply (2,400 ranks, four copies each under a
+ * 4,000-byte path: 38 MB) would commit and never be read back: it is
+ * refused with the reason, nothing is journaled, and the job's next
+ * generation commits.
+ */
+static void test_manifest_over_a_reply(void **state)
+{
+	struct ckptd *d = daemon_at("s6", 3);
+	struct ckptd_job *j = ckptd_job_get(d, 11, 1000);
+	const uint32_t nodes = 3, per_node = 800;
+	static char long_path[4001];
+	char err[512];
+
+	(void)state;
+	memset(long_path, 'p', sizeof(long_path) - 1);
+	long_path[0] = '/';
+	assert_int_equal(ckptd_job_register(d, j, nodes, nodes * per_node, "dp=*", "steps:50", err,
+					    sizeof(err)),
+			 0);
+	for (uint32_t k = 0; k < nodes; k++)
+		prepare_at(j, 1, k, per_node, long_path, 4);
+	assert_int_equal(ckptd_publish(d, j, 1, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "a reply carries at most"));
+	assert_int_equal(phx_commit_abort(&j->commit, 1), PHX_COMMIT_ABORTED);
+	assert_null(ckptd_entry_find(j, 1));
+	commit(d, j, 2, nodes, per_node);
+	daemon_free(d);
+
+	d = daemon_at("s6", 3);
+	j = ckptd_job_find(d, 11);
+	assert_non_null(j);
+	assert_null(ckptd_entry_find(j, 1));
+	assert_int_equal(ckptd_entry_find(j, 0)->gen, 2);
+	daemon_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -438,6 +485,7 @@ int main(void)
 		cmocka_unit_test(test_recovery_ledger_replays),
 		cmocka_unit_test(test_bad_register),
 		cmocka_unit_test(test_driver_holds_its_job),
+		cmocka_unit_test(test_manifest_over_a_reply),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

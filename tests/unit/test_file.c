@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -121,6 +122,65 @@ static void test_read_refuses_fifo(void **state)
 	assert_null(data);
 }
 
+/*
+ * Directories fsynced, by inode (fsync is wrapped at link time): POSIX
+ * makes a new directory entry durable only through its parent's fsync.
+ */
+static ino_t synced[16];
+static size_t nsynced;
+
+int __real_fsync(int fd);
+int __wrap_fsync(int fd);
+
+int __wrap_fsync(int fd)
+{
+	struct stat st;
+
+	if (!fstat(fd, &st) && S_ISDIR(st.st_mode) && nsynced < 16)
+		synced[nsynced++] = st.st_ino;
+	return __real_fsync(fd);
+}
+
+static bool was_synced(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	for (size_t i = 0; i < nsynced; i++)
+		if (synced[i] == st.st_ino)
+			return true;
+	return false;
+}
+
+static void test_mkdirs_syncs_each_new_entry(void **state)
+{
+	char a[300], ab[310], abc[320], file[300], under_file[310];
+	struct stat st;
+
+	snprintf(a, sizeof(a), "%s/a", dir);
+	snprintf(ab, sizeof(ab), "%s/b", a);
+	snprintf(abc, sizeof(abc), "%s/c", ab);
+	assert_int_equal(mkdir(a, 0700), 0);
+	nsynced = 0;
+	assert_int_equal(phx_mkdirs(abc, 0700), 0);
+	assert_int_equal(stat(abc, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0700);
+	/* b is new in a, c is new in b; nothing is new in the scratch directory. */
+	assert_true(was_synced(a));
+	assert_true(was_synced(ab));
+	assert_false(was_synced(dir));
+	/* Again: nothing made, nothing to sync. */
+	nsynced = 0;
+	assert_int_equal(phx_mkdirs(abc, 0700), 0);
+	assert_int_equal(nsynced, 0);
+	/* A file in the way is an error, not a success. */
+	snprintf(file, sizeof(file), "%s/f", dir);
+	assert_int_equal(phx_file_write_atomic(file, "x", 1, 0600), 0);
+	snprintf(under_file, sizeof(under_file), "%s/x", file);
+	assert_int_equal(phx_mkdirs(under_file, 0700), -ENOTDIR);
+}
+
 static void test_read_proc_file(void **state)
 {
 	char *data;
@@ -141,6 +201,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_read_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_read_refuses_fifo, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mkdirs_syncs_each_new_entry, setup, teardown),
 		cmocka_unit_test(test_read_proc_file),
 	};
 
