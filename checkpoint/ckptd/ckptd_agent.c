@@ -38,6 +38,17 @@ static void on_hello(struct ckptd *d, struct ckptd_conn *c, const struct phx_wir
 	ckptd_send(d, c, o);
 }
 
+static int add_proof(struct ckptd *d, struct ckptd_conn *c, const char *nonce,
+		     struct json_object *o)
+{
+	char proof[PHX_WIRE_MAC_HEX + 1];
+
+	if (phx_wire_welcome_proof(&d->key, nonce, c->job_id, c->uid, c->node, proof) < 0)
+		return -1;
+	json_object_object_add(o, "proof", json_object_new_string(proof));
+	return 0;
+}
+
 static void on_auth(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
 {
 	struct ckptd_job *j;
@@ -81,6 +92,12 @@ static void on_auth(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire
 	o = phx_wire_new(PHX_MSG_WELCOME);
 	json_object_object_add(o, "committed", json_object_new_uint64(j ? j->commit.committed : 0));
 	json_object_object_add(o, "step", json_object_new_uint64(j ? j->commit.committed_step : 0));
+	/* Asked (protocol 4), the daemon proves the key; older agents do not ask. */
+	if (m->nonce && add_proof(d, c, m->nonce, o) < 0) {
+		json_object_put(o);
+		ckptd_conn_fail(d, c, "cannot compute the welcome's proof");
+		return;
+	}
 	ckptd_send(d, c, o);
 }
 

@@ -51,6 +51,8 @@ struct phx_ckpt_client {
 	int64_t next_try_ms;
 	uint64_t rng;
 	uint64_t heartbeat_ms; /* asked for by the daemon; 0 = not said */
+	char nonce[PHX_WIRE_NONCE_HEX + 1]; /* this connection's, for the daemon's proof */
+	const char *why; /* why on_msg ended the connection, when not a refusal */
 };
 
 const char *phx_ckptd_address(const struct phx_conf *conf)
@@ -270,12 +272,24 @@ static int on_msg(struct phx_ckpt_client *c, const struct phx_wire_msg *m)
 	switch (m->type) {
 	case PHX_MSG_CHALLENGE:
 		if (phx_wire_auth_mac(c->token, m->nonce, c->conf.job, c->conf.uid, c->node, mac) <
-		    0)
+			    0 ||
+		    phx_wire_nonce(c->nonce) < 0)
 			return -1;
 		o = phx_wire_new(PHX_MSG_AUTH);
 		json_object_object_add(o, "mac", json_object_new_string(mac));
+		json_object_object_add(o, "nonce", json_object_new_string(c->nonce));
 		return send_obj(c, o);
 	case PHX_MSG_WELCOME:
+		/* Commits, manifests and intervals are taken only from the real daemon. */
+		if (!phx_wire_welcome_check(c->token, c->nonce, c->conf.job, c->conf.uid, c->node,
+					    m->proof)) {
+			c->why = m->proof
+					 ? "its welcome's proof is wrong: it does not hold the "
+					   "cluster key; check ckptd.address"
+					 : "its welcome carries no proof that it holds the cluster "
+					   "key; check ckptd.address, or upgrade phalanx-ckptd";
+			return -1;
+		}
 		if (c->conf.driver) {
 			/* A driver does not register: welcomed, it is ready. */
 			ready(c);
@@ -314,8 +328,13 @@ static int on_msg(struct phx_ckpt_client *c, const struct phx_wire_msg *m)
 			c->ops.interval(c->arg, m->mode, m->steps, m->seconds);
 		return 0;
 	case PHX_MSG_ERROR:
-		phx_warn("checkpoint daemon %s refused job %u: %s", c->address, c->conf.job,
-			 m->reason);
+		phx_warn("checkpoint daemon %s refused job %u: %s%s", c->address, c->conf.job,
+			 m->reason,
+			 c->st == ST_HANDSHAKE && strstr(m->reason, "\"nonce\"")
+				 ? " (a phalanx-ckptd older than this agent cannot prove it holds "
+				   "the cluster key, which this agent requires; upgrade "
+				   "phalanx-ckptd)"
+				 : "");
 		if (c->ops.refused)
 			c->ops.refused(c->arg, m->reason);
 		return -1;
@@ -347,10 +366,11 @@ static void read_frames(struct phx_ckpt_client *c)
 			disconnect(c, err);
 			return;
 		}
+		c->why = NULL;
 		rc = on_msg(c, &m);
 		phx_wire_msg_free(&m);
 		if (rc < 0) {
-			disconnect(c, "the daemon refused the connection");
+			disconnect(c, c->why ? c->why : "the daemon refused the connection");
 			return;
 		}
 	}

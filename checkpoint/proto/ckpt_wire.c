@@ -92,10 +92,12 @@ static int str(struct ctx *c, const char *key, size_t max, int empty_ok, const c
 			    c->err, c->errlen);
 }
 
-static int hex(struct ctx *c, const char *key, size_t len, const char **out)
+static int hex_opt(struct ctx *c, const char *key, size_t len, const char **out, int optional)
 {
-	if (str(c, key, len, 0, out, 0) < 0)
+	if (str(c, key, len, 0, out, optional) < 0)
 		return -1;
+	if (!*out)
+		return 0;
 	if ((*out)[strspn(*out, PHX_HEX_LOWER)])
 		return phx_errf(c->err, c->errlen, "%s: \"%s\" must be lower-case hex", c->what,
 				key);
@@ -103,6 +105,11 @@ static int hex(struct ctx *c, const char *key, size_t len, const char **out)
 		return phx_errf(c->err, c->errlen, "%s: \"%s\" must hold %zu hex characters",
 				c->what, key, len);
 	return 0;
+}
+
+static int hex(struct ctx *c, const char *key, size_t len, const char **out)
+{
+	return hex_opt(c, key, len, out, 0);
 }
 
 static int gen_field(struct ctx *c, int optional, uint64_t min)
@@ -347,7 +354,7 @@ struct spec {
 
 static const struct spec specs[] = {
 	{ PHX_MSG_HELLO, PHX_SIDE_DAEMON, { NULL } }, /* role-dependent, d_hello */
-	{ PHX_MSG_AUTH, PHX_SIDE_DAEMON, { "mac" } },
+	{ PHX_MSG_AUTH, PHX_SIDE_DAEMON, { "mac", "nonce" } },
 	{ PHX_MSG_REGISTER, PHX_SIDE_DAEMON, { "nodes", "ranks", "layout", "interval" } },
 	{ PHX_MSG_PREPARE, PHX_SIDE_DAEMON, { "gen", "step", "shards" } },
 	{ PHX_MSG_ABORT, PHX_SIDE_DAEMON, { "gen", "reason" } },
@@ -363,7 +370,7 @@ static const struct spec specs[] = {
 	{ PHX_MSG_RM, PHX_SIDE_DAEMON, { "job", "gen" } },
 	{ PHX_MSG_STATUS, PHX_SIDE_DAEMON, { NULL } },
 	{ PHX_MSG_CHALLENGE, PHX_SIDE_CLIENT, { "nonce" } },
-	{ PHX_MSG_WELCOME, PHX_SIDE_CLIENT, { "committed", "step" } },
+	{ PHX_MSG_WELCOME, PHX_SIDE_CLIENT, { "committed", "step", "proof" } },
 	{ PHX_MSG_REGISTERED, PHX_SIDE_CLIENT, { "committed", "step", "keep", "heartbeat_ms" } },
 	{ PHX_MSG_COMMIT, PHX_SIDE_CLIENT, { "gen", "step", "keep_from" } },
 	{ PHX_MSG_ABORTED, PHX_SIDE_CLIENT, { "gen", "reason" } },
@@ -402,7 +409,9 @@ static int decode_fields(struct ctx *c, enum phx_wire_side side)
 	case PHX_MSG_HELLO:
 		return d_hello(c);
 	case PHX_MSG_AUTH:
-		return hex(c, "mac", PHX_WIRE_MAC_HEX, &m->mac);
+		if (hex(c, "mac", PHX_WIRE_MAC_HEX, &m->mac) < 0)
+			return -1;
+		return hex_opt(c, "nonce", PHX_WIRE_NONCE_HEX, &m->nonce, 1);
 	case PHX_MSG_CHALLENGE:
 		return hex(c, "nonce", PHX_WIRE_NONCE_HEX, &m->nonce);
 	case PHX_MSG_REGISTER:
@@ -413,7 +422,7 @@ static int decode_fields(struct ctx *c, enum phx_wire_side side)
 		    u64(c, "step", 0, GEN_MAX, &m->step, 0) < 0)
 			return -1;
 		if (m->type == PHX_MSG_WELCOME)
-			return 0;
+			return hex_opt(c, "proof", PHX_WIRE_MAC_HEX, &m->proof, 1);
 		if (u32(c, "keep", 1, 1000, &m->keep, 0) < 0)
 			return -1;
 		return u64(c, "heartbeat_ms", 1, 3600000, &m->heartbeat_ms, 1);
@@ -898,15 +907,16 @@ int phx_wire_nonce(char out[PHX_WIRE_NONCE_HEX + 1])
 	return 0;
 }
 
-int phx_wire_auth_mac(const char *token, const char *nonce, uint32_t job, uint32_t uid,
-		      const char *node, char out[PHX_WIRE_MAC_HEX + 1])
+/* HMAC-SHA256 keyed by the job token over "phalanx-ckptd-LABEL:v1:NONCE:JOB:UID:NODE". */
+static int token_mac(const char *label, const char *token, const char *nonce, uint32_t job,
+		     uint32_t uid, const char *node, char out[PHX_WIRE_MAC_HEX + 1])
 {
 	unsigned char mac[EVP_MAX_MD_SIZE];
 	unsigned int mac_len = 0;
 	char msg[512];
 	int len;
 
-	len = snprintf(msg, sizeof(msg), "phalanx-ckptd-auth:v1:%s:%u:%u:%s", nonce, job, uid,
+	len = snprintf(msg, sizeof(msg), "phalanx-ckptd-%s:v1:%s:%u:%u:%s", label, nonce, job, uid,
 		       node);
 	if (len < 0 || (size_t)len >= sizeof(msg) || !token || strlen(token) != PHX_TOKEN_HEX_LEN)
 		return -1;
@@ -917,6 +927,38 @@ int phx_wire_auth_mac(const char *token, const char *nonce, uint32_t job, uint32
 	phx_hex_encode(mac, mac_len, out);
 	OPENSSL_cleanse(mac, sizeof(mac));
 	return 0;
+}
+
+int phx_wire_auth_mac(const char *token, const char *nonce, uint32_t job, uint32_t uid,
+		      const char *node, char out[PHX_WIRE_MAC_HEX + 1])
+{
+	return token_mac("auth", token, nonce, job, uid, node, out);
+}
+
+int phx_wire_welcome_proof(const struct phx_key *key, const char *nonce, uint32_t job, uint32_t uid,
+			   const char *node, char out[PHX_WIRE_MAC_HEX + 1])
+{
+	char token[PHX_TOKEN_HEX_LEN + 1];
+	int rc = -1;
+
+	if (phx_token_mint(key, job, uid, token) == 0)
+		rc = token_mac("welcome", token, nonce, job, uid, node, out);
+	OPENSSL_cleanse(token, sizeof(token));
+	return rc;
+}
+
+int phx_wire_welcome_check(const char *token, const char *nonce, uint32_t job, uint32_t uid,
+			   const char *node, const char *proof)
+{
+	char expected[PHX_WIRE_MAC_HEX + 1];
+	int ok;
+
+	if (!proof || strlen(proof) != PHX_WIRE_MAC_HEX ||
+	    token_mac("welcome", token, nonce, job, uid, node, expected) < 0)
+		return 0;
+	ok = CRYPTO_memcmp(expected, proof, PHX_WIRE_MAC_HEX) == 0;
+	OPENSSL_cleanse(expected, sizeof(expected));
+	return ok;
 }
 
 int phx_wire_auth_verify(const struct phx_key *key, const char *nonce, uint32_t job, uint32_t uid,

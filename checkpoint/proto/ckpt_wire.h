@@ -64,7 +64,8 @@
 #include "checkpoint/proto/ckpt_manifest.h"
 #include "common/token.h"
 
-#define PHX_WIRE_VERSION 3 /* 2: heartbeat, goodput, the recovery events; 3: drivers */
+/* 2: heartbeat, goodput, the recovery events; 3: drivers; 4: the daemon proves the key */
+#define PHX_WIRE_VERSION 4
 #define PHX_WIRE_VERSION_MIN 1 /* version 1 peers are still understood */
 /* What a message carries unless it needs more (a driver's hello: 3), so a
  * version 2 daemon or agent still reads this build's messages. */
@@ -121,6 +122,7 @@ struct phx_wire_msg {
 	int has_gen, has_job, has_step, has_value, has_uid;
 	enum phx_wire_role role;
 	const char *node, *layout, *reason, *nonce, *mac, *kind, *mode, *interval;
+	const char *proof; /* welcome: the daemon's answer to the auth's nonce, NULL if none */
 	size_t nshards;
 	struct phx_manifest_shard *shards; /* prepare; node taken from the connection */
 	struct json_object *payload; /* manifest (manifest), generations (list), status body */
@@ -220,5 +222,16 @@ int phx_wire_auth_mac(const char *token, const char *nonce, uint32_t job, uint32
 /* The daemon's check: recomputes the job's token from the cluster key. 1 valid, 0 not. */
 int phx_wire_auth_verify(const struct phx_key *key, const char *nonce, uint32_t job, uint32_t uid,
 			 const char *node, const char *mac);
+/*
+ * The other way: the daemon proves it holds the cluster key by answering
+ * the nonce an agent or driver put in its auth with a MAC keyed by the
+ * job's token, which only the key can mint. phx_wire_welcome_proof gives
+ * the daemon's answer (0 or -1); phx_wire_welcome_check is the client's
+ * check of it with its token (1 valid, 0 not).
+ */
+int phx_wire_welcome_proof(const struct phx_key *key, const char *nonce, uint32_t job, uint32_t uid,
+			   const char *node, char out[PHX_WIRE_MAC_HEX + 1]);
+int phx_wire_welcome_check(const char *token, const char *nonce, uint32_t job, uint32_t uid,
+			   const char *node, const char *proof);
 
 #endif

@@ -40,6 +40,10 @@ struct fake {
 	int prepares[8]; /* count per generation */
 	int events, aborts, driver_hellos;
 	char last_kind[32];
+	/* An impostor at the daemon's address: 1 welcomes without a proof, 2
+	 * proves with a key of its own; both then push a commit. */
+	int impostor;
+	int proofs_asked;
 };
 
 struct seen {
@@ -63,6 +67,40 @@ static void fake_close(struct fake *f)
 	phx_wire_reader_free(&f->rd);
 }
 
+/* A welcome answering the client's nonce with a proof keyed by key. */
+static struct json_object *welcome(struct fake *f, const struct phx_key *key, const char *nonce)
+{
+	struct json_object *o = phx_wire_new(PHX_MSG_WELCOME);
+	char proof[PHX_WIRE_MAC_HEX + 1];
+
+	json_object_object_add(o, "committed", json_object_new_int(0));
+	json_object_object_add(o, "step", json_object_new_int(0));
+	if (key && nonce) {
+		f->proofs_asked++;
+		assert_int_equal(phx_wire_welcome_proof(key, nonce, f->job, f->uid, f->node, proof),
+				 0);
+		json_object_object_add(o, "proof", json_object_new_string(proof));
+	}
+	return o;
+}
+
+/* What an impostor can do without the cluster key: welcome anyone, then claim a commit. */
+static void impostor_welcome(struct fake *f, const struct phx_wire_msg *m)
+{
+	struct phx_key other;
+	struct json_object *o;
+
+	for (int i = 0; i < PHX_KEY_BYTES; i++)
+		other.bytes[i] = (unsigned char)(i * 11 + 1);
+	assert_non_null(m->nonce); /* this build's clients always ask */
+	fake_send(f, welcome(f, f->impostor == 2 ? &other : NULL, m->nonce));
+	o = phx_wire_new(PHX_MSG_COMMIT);
+	json_object_object_add(o, "gen", json_object_new_int(1));
+	json_object_object_add(o, "step", json_object_new_int(100));
+	json_object_object_add(o, "keep_from", json_object_new_int(1));
+	fake_send(f, o);
+}
+
 static void fake_msg(struct fake *f, struct phx_wire_msg *m)
 {
 	struct json_object *o;
@@ -80,14 +118,16 @@ static void fake_msg(struct fake *f, struct phx_wire_msg *m)
 		fake_send(f, o);
 		break;
 	case PHX_MSG_AUTH:
+		if (f->impostor) {
+			impostor_welcome(f, m);
+			break;
+		}
 		if (!phx_wire_auth_verify(&f->key, f->nonce, f->job, f->uid, f->node, m->mac)) {
 			f->refused_auth++;
 			fake_send(f, phx_wire_error("the job token does not match job 7"));
 			break;
 		}
-		o = phx_wire_new(PHX_MSG_WELCOME);
-		json_object_object_add(o, "committed", json_object_new_int(0));
-		json_object_object_add(o, "step", json_object_new_int(0));
+		o = welcome(f, &f->key, m->nonce);
 		fake_send(f, o);
 		break;
 	case PHX_MSG_REGISTER:
@@ -382,6 +422,58 @@ static void test_wrong_token_refused(void **state)
 	close(f.lfd);
 }
 
+static int three_hellos(struct fake *f, void *arg)
+{
+	(void)arg;
+	return f->hellos >= 3;
+}
+
+/*
+ * A process listening at the daemon's address without the cluster key
+ * (a user's, after phalanx-ckptd went down) is never trusted: whether it
+ * welcomes without a proof or with one of its own key, the client drops
+ * the connection before registering, takes none of its commits, and tries
+ * again later.
+ */
+static void test_impostor_daemon_not_trusted(void **state)
+{
+	struct phx_ckpt_client_conf conf = { .job = 7,
+					     .uid = 1000,
+					     .node = "n1",
+					     .nodes = 2,
+					     .ranks = 4,
+					     .backoff_min_ms = 5,
+					     .backoff_max_ms = 20 };
+	char address[64], token[PHX_TOKEN_HEX_LEN + 1], err[256];
+	struct phx_manifest_shard s0 = shard(0);
+
+	(void)state;
+	for (int mode = 1; mode <= 2; mode++) {
+		struct seen seen = { 0 };
+		struct phx_ckpt_client *c;
+		struct fake f;
+
+		assert_int_equal(fake_start(&f, address, sizeof(address)), 0);
+		f.impostor = mode;
+		assert_int_equal(phx_token_mint(&f.key, 7, 1000, token), 0);
+		conf.address = address;
+		conf.token = token;
+		c = phx_ckpt_client_new(&conf, &ops, &seen, err, sizeof(err));
+		assert_non_null(c);
+		phx_ckpt_client_prepare(c, 1, 100, &s0, 1);
+		assert_true(pump(c, &f, three_hellos, NULL));
+		assert_int_equal(f.registers, 0);
+		assert_int_equal(f.prepares[1], 0);
+		assert_int_equal(seen.connected, 0);
+		assert_int_equal(seen.commits, 0);
+		assert_int_equal(f.proofs_asked, mode == 2 ? f.hellos - 1 : 0);
+		phx_ckpt_client_free(c);
+		if (f.fd >= 0)
+			fake_close(&f);
+		close(f.lfd);
+	}
+}
+
 static void test_bad_conf(void **state)
 {
 	struct phx_ckpt_client_conf conf = { .address = "nohostport",
@@ -406,6 +498,7 @@ int main(void)
 		cmocka_unit_test(test_session),
 		cmocka_unit_test(test_driver_session),
 		cmocka_unit_test(test_wrong_token_refused),
+		cmocka_unit_test(test_impostor_daemon_not_trusted),
 		cmocka_unit_test(test_bad_conf),
 	};
 

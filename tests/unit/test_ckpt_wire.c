@@ -152,7 +152,7 @@ static void test_decode_refusals(void **state)
 {
 	(void)state;
 	expect_refused("{\"type\":\"hello\"}", PHX_SIDE_DAEMON, "missing \"v\"");
-	expect_refused("{\"v\":4,\"type\":\"hello\"}", PHX_SIDE_DAEMON, "protocol version 4");
+	expect_refused("{\"v\":5,\"type\":\"hello\"}", PHX_SIDE_DAEMON, "protocol version 5");
 	expect_refused("{\"v\":1,\"type\":\"bogus\"}", PHX_SIDE_DAEMON, "type \"bogus\"");
 	expect_refused("{\"v\":1,\"type\":\"commit\",\"gen\":1,\"step\":1,\"keep_from\":1}",
 		       PHX_SIDE_DAEMON, "not one phalanx-ckptd reads");
@@ -413,7 +413,7 @@ static void test_auth(void **state)
 {
 	struct phx_key key, other;
 	char token[PHX_TOKEN_HEX_LEN + 1], nonce[PHX_WIRE_NONCE_HEX + 1], nonce2[65],
-		mac[PHX_WIRE_MAC_HEX + 1];
+		mac[PHX_WIRE_MAC_HEX + 1], proof[PHX_WIRE_MAC_HEX + 1];
 
 	(void)state;
 	for (int i = 0; i < PHX_KEY_BYTES; i++)
@@ -435,6 +435,54 @@ static void test_auth(void **state)
 	assert_false(phx_wire_auth_verify(&other, nonce, 4242, 1000, "n1", mac));
 	assert_false(phx_wire_auth_verify(&key, nonce, 4242, 1000, "n1", "short"));
 	assert_int_equal(phx_wire_auth_mac("short", nonce, 1, 1, "n", mac), -1);
+	/* The daemon's proof: checked with the token, bound the same way, and not the auth MAC. */
+	assert_int_equal(phx_wire_welcome_proof(&key, nonce, 4242, 1000, "n1", proof), 0);
+	assert_string_not_equal(proof, mac);
+	assert_true(phx_wire_welcome_check(token, nonce, 4242, 1000, "n1", proof));
+	assert_false(phx_wire_welcome_check(token, nonce2, 4242, 1000, "n1", proof));
+	assert_false(phx_wire_welcome_check(token, nonce, 4243, 1000, "n1", proof));
+	assert_false(phx_wire_welcome_check(token, nonce, 4242, 1001, "n1", proof));
+	assert_false(phx_wire_welcome_check(token, nonce, 4242, 1000, "n2", proof));
+	assert_false(phx_wire_welcome_check(token, nonce, 4242, 1000, "n1", mac));
+	assert_false(phx_wire_welcome_check(token, nonce, 4242, 1000, "n1", NULL));
+	assert_int_equal(phx_wire_welcome_proof(&other, nonce, 4242, 1000, "n1", proof), 0);
+	assert_false(phx_wire_welcome_check(token, nonce, 4242, 1000, "n1", proof));
+}
+
+/* Protocol 4's fields: the client's nonce in auth, the daemon's proof in welcome; both optional. */
+static void test_auth_fields(void **state)
+{
+	static const char hex64[] =
+		"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+	char text[512], err[256];
+	struct phx_wire_msg m;
+
+	(void)state;
+	snprintf(text, sizeof(text), "{\"v\":4,\"type\":\"auth\",\"mac\":\"%s\",\"nonce\":\"%s\"}",
+		 hex64, hex64);
+	assert_int_equal(decode(text, PHX_SIDE_DAEMON, &m, err, sizeof(err)), 0);
+	assert_string_equal(m.nonce, hex64);
+	phx_wire_msg_free(&m);
+	snprintf(text, sizeof(text), "{\"v\":2,\"type\":\"auth\",\"mac\":\"%s\"}", hex64);
+	assert_int_equal(decode(text, PHX_SIDE_DAEMON, &m, err, sizeof(err)), 0);
+	assert_null(m.nonce);
+	phx_wire_msg_free(&m);
+	snprintf(text, sizeof(text),
+		 "{\"v\":4,\"type\":\"welcome\",\"committed\":0,\"step\":0,\"proof\":\"%s\"}",
+		 hex64);
+	assert_int_equal(decode(text, PHX_SIDE_CLIENT, &m, err, sizeof(err)), 0);
+	assert_string_equal(m.proof, hex64);
+	phx_wire_msg_free(&m);
+	assert_int_equal(decode("{\"v\":3,\"type\":\"welcome\",\"committed\":0,\"step\":0}",
+				PHX_SIDE_CLIENT, &m, err, sizeof(err)),
+			 0);
+	assert_null(m.proof);
+	phx_wire_msg_free(&m);
+	/* Upper case, or short: refused, not taken for "no proof". */
+	assert_int_equal(decode("{\"v\":4,\"type\":\"welcome\",\"committed\":0,\"step\":0,"
+				"\"proof\":\"ABCD\"}",
+				PHX_SIDE_CLIENT, &m, err, sizeof(err)),
+			 -1);
 }
 
 static void test_writer_socket(void **state)
@@ -488,6 +536,7 @@ int main(void)
 		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_driver_role),
 		cmocka_unit_test(test_auth),
+		cmocka_unit_test(test_auth_fields),
 		cmocka_unit_test(test_writer_socket),
 	};
 
