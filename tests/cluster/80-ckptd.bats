@@ -248,3 +248,28 @@ ckpt()
 	! grep -q 12345 <<<"$stderr$output"
 	grep -q '2 ranks): 0 verified, 0 corrupt, 2 not readable here' <<<"$output"
 }
+
+@test "attack: a process at the daemon's address without the cluster key is not trusted" {
+	local imp=${CKPTD_ADDR%:*}:$((17709 + 10 * ${PHX_LAB_ID:-0})) pid counts
+
+	/usr/bin/python3 "$BATS_TEST_DIRNAME/../security/impostor_daemon.py" "$imp" 10 \
+		>"$CKPTD_DIR/impostor.out" &
+	pid=$!
+	wait_for 10 grep -q '^listening' "$CKPTD_DIR/impostor.out"
+	run --separate-stderr srun --jobid="$JOB_A" --overlap -N1 bash -c \
+		'exec "$0" run --address "$1" --token "$PHALANX_JOB_TOKEN" --job "$SLURM_JOB_ID" \
+			--uid "$(id -u)" --nodes 1 --job-nodes 4 --ranks-per-node 2 --first-gen 20 \
+			--gens 1 --timeout 4' "$SIM" "$imp"
+	show_run
+	wait "$pid"
+	counts=$(tail -n 1 "$CKPTD_DIR/impostor.out")
+	echo "# impostor: $counts" >&3
+	# Before: the agent registered, sent its prepare (its shards' paths and
+	# digests) and took the impostor's commit ("registers 1 prepares 1").
+	# Now it asks for the proof every time, gets none, and goes no further.
+	! grep -q '^committed' <<<"$output"
+	grep -q 'carries no proof that it holds the cluster key' <<<"$stderr"
+	[[ "$counts" =~ auths\ ([0-9]+)\ nonces\ ([0-9]+)\ registers\ 0\ prepares\ 0$ ]]
+	[ "${BASH_REMATCH[1]}" -ge 1 ]
+	[ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]
+}
