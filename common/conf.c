@@ -131,6 +131,8 @@ static const struct conf_key keys[] = {
 	  "seconds between saves when ckptd.interval is seconds" },
 	{ "ckptd.node_mtbf_hours", K_INT, OFF(ckptd.node_mtbf_hours), 1, 10000000, NULL, "5000", 0,
 	  "mean time between failures of one node, before any failure is seen" },
+	{ "ckptd.max_ranks_per_user", K_INT, OFF(ckptd.max_ranks_per_user), 1, 16777216, NULL,
+	  "262144", 0, "ranks the running jobs of one user may register at once" },
 	{ "recovery.act", K_BOOL, OFF(recovery.act), 0, 0, NULL, "true", 0,
 	  "phalanx-ckptd drains, requeues and stops jobs through Slurm; false = detect and "
 	  "account only" },

@@ -65,6 +65,7 @@ struct phx_conf {
 		int interval_steps;
 		int interval_seconds;
 		int node_mtbf_hours; /* prior for auto before failures are seen */
+		int max_ranks_per_user; /* over the user's jobs with agents connected */
 	} ckptd;
 	struct {
 		int keep;

@@ -164,6 +164,7 @@ static int setup(struct ckptd *d, struct phx_conf *conf)
 	d->interval_steps = (uint64_t)conf->ckptd.interval_steps;
 	d->interval_seconds = (uint64_t)conf->ckptd.interval_seconds;
 	d->node_mtbf_prior_s = conf->ckptd.node_mtbf_hours * 3600.0;
+	d->max_ranks_per_user = (uint32_t)conf->ckptd.max_ranks_per_user;
 	d->rc.user_error_repeats = conf->recovery.user_error_repeats;
 	d->rc.drain_after = conf->recovery.drain_after;
 	d->rc.fault_window_s = conf->recovery.fault_window_s;

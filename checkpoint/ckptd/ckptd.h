@@ -189,6 +189,7 @@ struct ckptd {
 	double node_seconds, last_tick;
 	uint64_t failures;
 	double node_mtbf_prior_s;
+	uint32_t max_ranks_per_user; /* ckptd.max_ranks_per_user */
 	enum phx_ckpt_interval_mode interval_mode;
 	uint64_t interval_steps, interval_seconds;
 	struct ckptd_metrics m;

@@ -107,7 +107,7 @@ static void on_register(struct ckptd *d, struct ckptd_conn *c, const struct phx_
 	struct json_object *o;
 	char err[512];
 
-	if (!j ||
+	if (!j || (!j->nagents && ckptd_job_user_room(d, j, m->ranks, err, sizeof(err)) < 0) ||
 	    (!j->registered &&
 	     ckptd_authz_shape(d, c->job_id, c->uid, m->nodes, m->ranks, err, sizeof(err)) < 0) ||
 	    ckptd_job_register(d, j, m->nodes, m->ranks, m->layout, m->interval, err, sizeof(err)) <

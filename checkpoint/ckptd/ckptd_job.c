@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "checkpoint/ckptd/ckptd_job.h"
+#include "common/log.h"
 
 static size_t bucket(uint32_t id)
 {
@@ -38,6 +39,31 @@ struct ckptd_job *ckptd_job_get(struct ckptd *d, uint32_t id, uint32_t uid)
 	d->jobs[bucket(id)] = j;
 	d->njobs++;
 	return j;
+}
+
+int ckptd_job_user_room(const struct ckptd *d, const struct ckptd_job *j, uint32_t ranks, char *err,
+			size_t errlen)
+{
+	uint64_t held = 0;
+	size_t jobs = 0;
+
+	if (!d->max_ranks_per_user)
+		return 0;
+	for (size_t b = 0; b < CKPTD_JOB_BUCKETS; b++) {
+		for (const struct ckptd_job *o = d->jobs[b]; o; o = o->next) {
+			if (o == j || o->uid != j->uid || !o->nagents)
+				continue;
+			held += o->commit.world;
+			jobs++;
+		}
+	}
+	if (held + ranks <= d->max_ranks_per_user)
+		return 0;
+	return phx_errf(err, errlen,
+			"uid %u's %zu other running job(s) hold %llu ranks here; %u more would "
+			"pass ckptd.max_ranks_per_user (%u): checkpoint fewer jobs at once, or "
+			"ask the site to raise it",
+			j->uid, jobs, (unsigned long long)held, ranks, d->max_ranks_per_user);
 }
 
 static void job_free(struct ckptd_job *j)

@@ -16,6 +16,13 @@ void ckptd_job_forget(struct ckptd *d, struct ckptd_job *j);
 void ckptd_job_drop_if_empty(struct ckptd *d, struct ckptd_job *j);
 /* Frees every job (shutdown). */
 void ckptd_jobs_free(struct ckptd *d);
+/*
+ * Room for a run of job j with ranks ranks beside the user's other running
+ * jobs (agents connected), under ckptd.max_ranks_per_user: 0, or -1 with
+ * the reason. One user cannot fill the daemon's memory for everyone.
+ */
+int ckptd_job_user_room(const struct ckptd *d, const struct ckptd_job *j, uint32_t ranks, char *err,
+			size_t errlen);
 /* A registered agent joins the job's agents (its broadcasts); -1 when out of memory. */
 int ckptd_job_attach(struct ckptd *d, struct ckptd_job *j, struct ckptd_conn *c);
 /* A closing connection leaves its job (an agent's or a driver's). */

@@ -34,6 +34,8 @@ setup_file()
 		  user_error_repeats: 2
 		  drain_after: 3
 		  max_requeues: 2
+		ckptd:
+		  max_ranks_per_user: 3000
 	YAML
 	# NODES, then ckpt_sim train options for every node.
 	cat >"$CKPTD_DIR/train.sh" <<-'SH'
@@ -369,4 +371,31 @@ reason_of()
 	grep -q '^phalanx_ckptd_agents_lost_total [1-9]' <<<"$output"
 	grep -q '^phalanx_ckptd_requeues_total [1-9]' <<<"$output"
 	grep -q '^phalanx_ckptd_stops_total [1-9]' <<<"$output"
+}
+
+@test "attack: one user's running jobs share ckptd.max_ranks_per_user; the job over it is refused, the other goes on" {
+	local x y hold
+
+	x=$(sbatch --parsable -N2 -w node1,node2 -o /dev/null --wrap 'sleep 300')
+	y=$(sbatch --parsable -N2 -w node3,node4 -o /dev/null --wrap 'sleep 300')
+	wait_for 60 job_running "$x"
+	wait_for 60 job_running "$y"
+	# Job X's agent holds 2,048 ranks (its two nodes allow 2 x 1,024).
+	PHX_HOLD_S=20 holder "$x" node1 agent:2:2048 node1 >"$CKPTD_DIR/hold.out" &
+	hold=$!
+	wait_for 30 test "$(agents_of "$x")" = 1
+	# Before: job Y's 2,048 more were taken too, and a user with many jobs
+	# could fill the daemon's memory for everyone.
+	run holder "$y" node3 agent:2:2048 node3
+	show_run
+	[[ "$output" == "closed "*"uid $(id -u)'s 1 other running job(s) hold 2048 ranks here; 2048 more would pass ckptd.max_ranks_per_user (3000)"* ]]
+	# Within the bound job Y registers, and job X's agent was never disturbed.
+	run holder "$y" node3 agent:2:952 node3
+	show_run
+	[ "$output" = open ]
+	wait "$hold"
+	[ "$(cat "$CKPTD_DIR/hold.out")" = open ]
+	scancel "$x" "$y"
+	wait_for 30 job_finished "$x"
+	wait_for 30 job_finished "$y"
 }

@@ -8,7 +8,8 @@ ended) against phalanx-ckptd's agent port, speaking the agents' protocol.
 ROLE is agent or driver, NODE the node name the hello claims, each EVENT a
 JSON object sent as an "event" message once authenticated (an agent first
 registers as one node of one rank; agent:NODES:RANKS registers that shape).
-Prints one line:
+PHX_HOLD_S (seconds, default 0.5) is how long the connection is held open
+after the events before the check. Prints one line:
   refused REASON      the daemon refused the hello or the answer
   open                authenticated, events sent, still connected 0.5 s later
   closed REASON       authenticated, then the daemon ended the connection
@@ -16,6 +17,7 @@ Prints one line:
 import hashlib
 import hmac
 import json
+import os
 import socket
 import struct
 import sys
@@ -77,7 +79,7 @@ def main():
             return
     for e in events:
         send(s, dict({"v": 3, "type": "event"}, **e))
-    time.sleep(0.5)
+    time.sleep(float(os.environ.get("PHX_HOLD_S", "0.5")))
     s.setblocking(False)
     try:
         data = s.recv(65536)

@@ -473,6 +473,37 @@ static void test_manifest_over_a_reply(void **state)
 	daemon_free(d);
 }
 
+/*
+ * One user's running jobs share ckptd.max_ranks_per_user; another user's
+ * job, and a job whose agents have left, do not count, nor does a job's
+ * own earlier run when it registers again.
+ */
+static void test_ranks_per_user(void **state)
+{
+	struct ckptd *d = daemon_at("s7", 2);
+	struct ckptd_conn conn_a = { .order.role = PHX_ROLE_AGENT },
+			  conn_b = { .order.role = PHX_ROLE_AGENT };
+	struct ckptd_job *a = ckptd_job_get(d, 21, 1000), *b = ckptd_job_get(d, 22, 2000), *c;
+	char err[512];
+
+	(void)state;
+	d->max_ranks_per_user = 100;
+	assert_int_equal(ckptd_job_register(d, a, 2, 64, "", NULL, err, sizeof(err)), 0);
+	assert_int_equal(ckptd_job_attach(d, a, &conn_a), 0);
+	assert_int_equal(ckptd_job_register(d, b, 2, 90, "", NULL, err, sizeof(err)), 0);
+	assert_int_equal(ckptd_job_attach(d, b, &conn_b), 0);
+	c = ckptd_job_get(d, 23, 1000);
+	assert_int_equal(ckptd_job_user_room(d, c, 36, err, sizeof(err)), 0);
+	assert_int_equal(ckptd_job_user_room(d, c, 37, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "uid 1000's 1 other running job(s) hold 64 ranks"));
+	assert_non_null(strstr(err, "ckptd.max_ranks_per_user (100)"));
+	assert_int_equal(ckptd_job_user_room(d, a, 100, err, sizeof(err)), 0);
+	ckptd_job_detach(d, &conn_a);
+	assert_int_equal(ckptd_job_user_room(d, c, 100, err, sizeof(err)), 0);
+	ckptd_job_detach(d, &conn_b);
+	daemon_free(d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -486,6 +517,7 @@ int main(void)
 		cmocka_unit_test(test_bad_register),
 		cmocka_unit_test(test_driver_holds_its_job),
 		cmocka_unit_test(test_manifest_over_a_reply),
+		cmocka_unit_test(test_ranks_per_user),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

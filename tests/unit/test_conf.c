@@ -48,6 +48,7 @@ static const char *const all_keys[] = {
 	"ckptd.interval_steps",
 	"ckptd.interval_seconds",
 	"ckptd.node_mtbf_hours",
+	"ckptd.max_ranks_per_user",
 	"checkpoint.keep",
 	"launcher.hang_timeout",
 	"launcher.max_restarts",
@@ -106,6 +107,7 @@ static void assert_defaults(const struct phx_conf *c)
 	assert_int_equal(c->ckptd.interval_steps, 1000);
 	assert_int_equal(c->ckptd.interval_seconds, 1800);
 	assert_int_equal(c->ckptd.node_mtbf_hours, 5000);
+	assert_int_equal(c->ckptd.max_ranks_per_user, 262144);
 	assert_int_equal(c->checkpoint.keep, 3);
 	assert_int_equal(c->launcher.hang_timeout_s, 600);
 	assert_int_equal(c->launcher.max_restarts, 3);
