@@ -152,6 +152,7 @@ struct phx_ckpt {
 	 * restorable.
 	 */
 	struct ck_lane {
+		struct phx_ckpt *ckpt;
 		struct ck_job *todo, **tail;
 		pthread_t thread;
 		bool started;

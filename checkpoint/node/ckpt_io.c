@@ -240,19 +240,12 @@ gc:
 	collect(c, j->tier, j->gc_bound < j->step ? j->gc_bound : j->step);
 }
 
-struct lane_arg {
-	struct phx_ckpt *c;
-	struct ck_lane *lane;
-};
-
 static void *io_main(void *arg)
 {
-	struct lane_arg la = *(struct lane_arg *)arg;
-	struct phx_ckpt *c = la.c;
-	struct ck_lane *l = la.lane;
+	struct ck_lane *l = arg;
+	struct phx_ckpt *c = l->ckpt;
 	uint64_t one = 1;
 
-	free(arg);
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
 		struct ck_job *j;
@@ -288,17 +281,12 @@ int ck_io_start(struct phx_ckpt *c)
 	c->done = NULL;
 	for (size_t i = 0; i < CK_LANES; i++) {
 		struct ck_lane *l = &c->lane[i];
-		struct lane_arg *la = malloc(sizeof(*la));
 
+		l->ckpt = c;
 		l->todo = NULL;
 		l->tail = &l->todo;
-		if (!la)
+		if (pthread_create(&l->thread, NULL, io_main, l))
 			return -1;
-		*la = (struct lane_arg){ c, l };
-		if (pthread_create(&l->thread, NULL, io_main, la)) {
-			free(la);
-			return -1;
-		}
 		l->started = true;
 	}
 	return 0;
