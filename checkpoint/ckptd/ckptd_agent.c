@@ -107,9 +107,10 @@ static void on_register(struct ckptd *d, struct ckptd_conn *c, const struct phx_
 	struct json_object *o;
 	char err[512];
 
-	if (!j || (!j->nagents && ckptd_job_user_room(d, j, m->ranks, err, sizeof(err)) < 0) ||
+	if (!j ||
 	    (!j->registered &&
 	     ckptd_authz_shape(d, c->job_id, c->uid, m->nodes, m->ranks, err, sizeof(err)) < 0) ||
+	    (!j->nagents && ckptd_job_user_room(d, j, m->ranks, err, sizeof(err)) < 0) ||
 	    ckptd_job_register(d, j, m->nodes, m->ranks, m->layout, m->interval, err, sizeof(err)) <
 		    0) {
 		ckptd_refuse(d, c, "register: %s", j ? err : "out of memory");
