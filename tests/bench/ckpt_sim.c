@@ -267,7 +267,8 @@ static int start(struct sim *s)
 		snprintf(node, sizeof(node), "sim%05u", s->first_node + i);
 		if (s->node_name)
 			snprintf(node, sizeof(node), "%s", s->node_name);
-		/* One agent in a Slurm step is its node's, named as Slurm names it (the daemon checks). */
+		/* One agent in a Slurm step is its node's, named as Slurm names it (the daemon
+		 * checks). */
 		else if (s->nodes == 1 && getenv("SLURMD_NODENAME"))
 			snprintf(node, sizeof(node), "%s", getenv("SLURMD_NODENAME"));
 		conf.node = node;

@@ -292,17 +292,18 @@ static int got_refused(struct fake *f, void *arg)
 	return ((struct seen *)arg)->refused >= 1;
 }
 
+/* Job 7's agent on node n1 of 2 (4 ranks), retrying quickly. */
+static const struct phx_ckpt_client_conf agent_conf = { .job = 7,
+							.uid = 1000,
+							.node = "n1",
+							.nodes = 2,
+							.ranks = 4,
+							.backoff_min_ms = 5,
+							.backoff_max_ms = 20 };
+
 static void test_session(void **state)
 {
-	struct phx_ckpt_client_conf conf = { .job = 7,
-					     .uid = 1000,
-					     .node = "n1",
-					     .nodes = 2,
-					     .ranks = 4,
-					     .layout = "dp=4",
-					     .interval = "auto",
-					     .backoff_min_ms = 5,
-					     .backoff_max_ms = 20 };
+	struct phx_ckpt_client_conf conf = agent_conf;
 	char address[64], token[PHX_TOKEN_HEX_LEN + 1], err[256];
 	struct phx_manifest_shard s[2] = { shard(0), shard(1) };
 	struct seen seen = { 0 };
@@ -311,6 +312,8 @@ static void test_session(void **state)
 	struct fake f;
 
 	(void)state;
+	conf.layout = "dp=4";
+	conf.interval = "auto";
 	assert_int_equal(fake_start(&f, address, sizeof(address)), 0);
 	assert_int_equal(phx_token_mint(&f.key, 7, 1000, token), 0);
 	conf.address = address;
@@ -392,13 +395,7 @@ static void test_driver_session(void **state)
 
 static void test_wrong_token_refused(void **state)
 {
-	struct phx_ckpt_client_conf conf = { .job = 7,
-					     .uid = 1000,
-					     .node = "n1",
-					     .nodes = 2,
-					     .ranks = 4,
-					     .backoff_min_ms = 5,
-					     .backoff_max_ms = 20 };
+	struct phx_ckpt_client_conf conf = agent_conf;
 	char address[64], token[PHX_TOKEN_HEX_LEN + 1], err[256];
 	struct seen seen = { 0 };
 	struct phx_ckpt_client *c;
@@ -437,13 +434,7 @@ static int three_hellos(struct fake *f, void *arg)
  */
 static void test_impostor_daemon_not_trusted(void **state)
 {
-	struct phx_ckpt_client_conf conf = { .job = 7,
-					     .uid = 1000,
-					     .node = "n1",
-					     .nodes = 2,
-					     .ranks = 4,
-					     .backoff_min_ms = 5,
-					     .backoff_max_ms = 20 };
+	struct phx_ckpt_client_conf conf = agent_conf;
 	char address[64], token[PHX_TOKEN_HEX_LEN + 1], err[256];
 	struct phx_manifest_shard s0 = shard(0);
 
