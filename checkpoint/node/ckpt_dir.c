@@ -1,14 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Generation directories of the directory tiers: where a generation lives,
- * creating it, and whether it is published (its manifest is there).
+ * and whether it is published (its manifest is there).
  */
 #include "config.h"
 
-#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint/node/ckpt_int.h"

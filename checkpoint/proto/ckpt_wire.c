@@ -935,44 +935,51 @@ int phx_wire_auth_mac(const char *token, const char *nonce, uint32_t job, uint32
 	return token_mac("auth", token, nonce, job, uid, node, out);
 }
 
-int phx_wire_welcome_proof(const struct phx_key *key, const char *nonce, uint32_t job, uint32_t uid,
-			   const char *node, char out[PHX_WIRE_MAC_HEX + 1])
+/* token_mac keyed by the job's token as the cluster key mints it. */
+static int key_mac(const char *label, const struct phx_key *key, const char *nonce, uint32_t job,
+		   uint32_t uid, const char *node, char out[PHX_WIRE_MAC_HEX + 1])
 {
 	char token[PHX_TOKEN_HEX_LEN + 1];
 	int rc = -1;
 
 	if (phx_token_mint(key, job, uid, token) == 0)
-		rc = token_mac("welcome", token, nonce, job, uid, node, out);
+		rc = token_mac(label, token, nonce, job, uid, node, out);
 	OPENSSL_cleanse(token, sizeof(token));
 	return rc;
+}
+
+/*
+ * 1 when expected was computed (rc 0) and given is that MAC, compared in
+ * constant time; expected is wiped either way.
+ */
+static int mac_equal(int rc, char expected[PHX_WIRE_MAC_HEX + 1], const char *given)
+{
+	int ok = !rc && given && strlen(given) == PHX_WIRE_MAC_HEX &&
+		 CRYPTO_memcmp(expected, given, PHX_WIRE_MAC_HEX) == 0;
+
+	OPENSSL_cleanse(expected, PHX_WIRE_MAC_HEX + 1);
+	return ok;
+}
+
+int phx_wire_welcome_proof(const struct phx_key *key, const char *nonce, uint32_t job, uint32_t uid,
+			   const char *node, char out[PHX_WIRE_MAC_HEX + 1])
+{
+	return key_mac("welcome", key, nonce, job, uid, node, out);
 }
 
 int phx_wire_welcome_check(const char *token, const char *nonce, uint32_t job, uint32_t uid,
 			   const char *node, const char *proof)
 {
 	char expected[PHX_WIRE_MAC_HEX + 1];
-	int ok;
 
-	if (!proof || strlen(proof) != PHX_WIRE_MAC_HEX ||
-	    token_mac("welcome", token, nonce, job, uid, node, expected) < 0)
-		return 0;
-	ok = CRYPTO_memcmp(expected, proof, PHX_WIRE_MAC_HEX) == 0;
-	OPENSSL_cleanse(expected, sizeof(expected));
-	return ok;
+	return mac_equal(token_mac("welcome", token, nonce, job, uid, node, expected), expected,
+			 proof);
 }
 
 int phx_wire_auth_verify(const struct phx_key *key, const char *nonce, uint32_t job, uint32_t uid,
 			 const char *node, const char *mac)
 {
-	char token[PHX_TOKEN_HEX_LEN + 1], expected[PHX_WIRE_MAC_HEX + 1];
-	int ok = 0;
+	char expected[PHX_WIRE_MAC_HEX + 1];
 
-	if (!mac || strlen(mac) != PHX_WIRE_MAC_HEX)
-		return 0;
-	if (phx_token_mint(key, job, uid, token) == 0 &&
-	    phx_wire_auth_mac(token, nonce, job, uid, node, expected) == 0)
-		ok = CRYPTO_memcmp(expected, mac, PHX_WIRE_MAC_HEX) == 0;
-	OPENSSL_cleanse(token, sizeof(token));
-	OPENSSL_cleanse(expected, sizeof(expected));
-	return ok;
+	return mac_equal(key_mac("auth", key, nonce, job, uid, node, expected), expected, mac);
 }
