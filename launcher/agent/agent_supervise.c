@@ -439,9 +439,45 @@ static int decide(struct phx_agent *a, char **values, struct phx_report *reports
 	return GO_ON;
 }
 
-static int start_round(struct phx_agent *a)
+/*
+ * A worker that failed because a peer went away tells the others only
+ * PEER_LOST_GRACE_NS later: the peer's own failure, the root cause, may
+ * still be on its way (an exception whose process closed its connections
+ * and is still exiting); reported at once, the consequence could be taken
+ * for the cause. A worker of this node that failed on its own is news at
+ * once, and so is the consequence once the grace is over.
+ */
+#define PEER_LOST_GRACE_NS (3ull * 1000000000ull)
+
+static bool news_held(const struct phx_agent *a)
+{
+	const struct phx_report *r = &a->local;
+
+	return r->state == PHX_NODE_FAILED && r->waiting && r->kind != PHX_FAIL_HANG &&
+	       phx_now_ns(CLOCK_REALTIME) < r->fail_ns + PEER_LOST_GRACE_NS;
+}
+
+/* What this agent tells the others now. */
+static struct phx_report news(const struct phx_agent *a)
+{
+	struct phx_report r = a->local;
+
+	if (news_held(a)) {
+		r.state = PHX_NODE_RUNNING;
+		r.epoch = a->epoch;
+		r.fail_ns = 0;
+		r.fail_rank = -1;
+		r.kind = PHX_FAIL_NONE;
+		r.code = 0;
+		r.waiting = false;
+	}
+	return r;
+}
+
+static int start_round(struct phx_agent *a, enum phx_node_state *sent_state)
 {
 	char report[16384], rates[16000], err[1024], key[64];
+	struct phx_report mine = news(a);
 	bool with_rates;
 
 	/* Rates every few rounds, the same ones on every agent: the window is long. */
@@ -450,7 +486,8 @@ static int start_round(struct phx_agent *a)
 		phx_agent_sample_rates(a);
 	if (with_rates)
 		phx_agent_rates_text(a, rates, sizeof(rates));
-	phx_report_format(&a->local, with_rates ? rates : NULL, report, sizeof(report));
+	*sent_state = mine.state;
+	phx_report_format(&mine, with_rates ? rates : NULL, report, sizeof(report));
 	phx_agent_ckpt_round_value(a, report, sizeof(report));
 	round_key(a, ++a->rounds, key, sizeof(key));
 	if (phx_pmix_round_start(&a->pmix, key, report, err, sizeof(err)) < 0) {
@@ -518,9 +555,8 @@ int phx_agent_supervise(struct phx_agent *a)
 		}
 		/* News goes out at once; the others join at their next tick. */
 		if (!a->pmix.in_flight &&
-		    (phx_now_ns(CLOCK_MONOTONIC) >= next || a->local.state != sent_state)) {
-			sent_state = a->local.state;
-			rc = start_round(a);
+		    (phx_now_ns(CLOCK_MONOTONIC) >= next || news(a).state != sent_state)) {
+			rc = start_round(a, &sent_state);
 		}
 		/* The evidence while the news travels, before anything stops the worker. */
 		if (evidence)

@@ -6,7 +6,9 @@ libphalanx (ctypes, no binding), so the agent can see it hang, and that can
 be told to misbehave:
 
   --mode train       train --steps steps and check the replicas agree
-  --mode raise       rank --rank raises an exception (every attempt)
+  --mode raise       rank --rank raises an exception (every attempt); with
+                     --linger S it closes its connections first (its peers
+                     fail at once) and exits S seconds after the exception
   --mode env         print the torchrun environment and exit (--role-env:
                      also the role's rendezvous and tensor parallel rank)
   --mode beat        no PyTorch: beat every --step-sleep seconds for
@@ -21,7 +23,9 @@ Each rank prints "pid RANK PID RESTART" first, so a test can signal a
 worker of its choosing.
 """
 import argparse
+import atexit
 import ctypes
+import gc
 import mmap
 import os
 import signal
@@ -105,6 +109,7 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--step-sleep", type=float, default=0.1)
     ap.add_argument("--rank", type=int, default=0, help="the rank that misbehaves")
+    ap.add_argument("--linger", type=float, default=0)
     args = ap.parse_args()
 
     rank = int(os.environ["RANK"])
@@ -132,6 +137,13 @@ def main():
     gen = torch.Generator().manual_seed(100 + rank)
     for step in range(1, args.steps + 1):
         if args.mode == "raise" and rank == args.rank and step == 2:
+            if args.linger:
+                # A slow exit as its peers see it: the connections close
+                # while the process still lingers in its teardown.
+                atexit.register(time.sleep, args.linger)
+                del ddp, opt
+                gc.collect()
+                dist.destroy_process_group()
             raise ValueError(f"injected failure on rank {rank} at step {step}")
         x = torch.randn(16, 8, generator=gen)
         opt.zero_grad()
