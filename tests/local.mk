@@ -12,7 +12,7 @@ tests_gpu_worker_env_LDADD = $(PHX_LAUNCH_LIBS) common/libphxcommon.la $(SLURM_L
 EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/gpu/set_device.py \
 	tests/layout/check tests/torchrun.py \
 	tests/stack/debian13 tests/torch_env.bash tests/security/preauth_flood.py tests/security/token_holder.py \
-	tests/security/impostor_daemon.py \
+	tests/security/impostor_daemon.py tests/security/slow_partner.py \
 	tests/bench/placement tests/bench/lab-cycle tests/bench/ckpt tests/bench/ckpt-commit \
 	tests/bench/recovery tests/bench/launch tests/bench/launch_worker \
 	tests/bench/launch_worker.py tests/bench/ckpt_dcp.py \

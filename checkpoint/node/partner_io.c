@@ -187,9 +187,9 @@ static int read_shard(int fd, struct phx_partner_copy *c, unsigned threads, char
 			got, want);
 }
 
-int phx_partner_recv(int fd, const uint8_t secret[PHX_PARTNER_SECRET_BYTES],
-		     const struct phx_partner_limits *lim, unsigned digest_threads,
-		     struct phx_partner_copy *out, char *err, size_t errlen)
+int phx_partner_recv_header(int fd, const uint8_t secret[PHX_PARTNER_SECRET_BYTES],
+			    const struct phx_partner_limits *lim, struct phx_partner_copy *out,
+			    char *err, size_t errlen)
 {
 	uint8_t hdr[PHX_PARTNER_HDR_BYTES];
 	ssize_t n;
@@ -202,14 +202,26 @@ int phx_partner_recv(int fd, const uint8_t secret[PHX_PARTNER_SECRET_BYTES],
 		return 1;
 	if (n < 0)
 		return phx_errf(err, errlen, "reading a partner header: %s", strerror((int)-n));
-	if (phx_partner_hdr_decode(hdr, (size_t)n, secret, lim, &out->hdr, err, errlen) < 0)
-		return -1;
-	if (map_copy(out, err, errlen) < 0 ||
-	    read_shard(fd, out, digest_threads, err, errlen) < 0) {
-		phx_partner_copy_free(out);
+	return phx_partner_hdr_decode(hdr, (size_t)n, secret, lim, &out->hdr, err, errlen);
+}
+
+int phx_partner_recv_shard(int fd, unsigned digest_threads, struct phx_partner_copy *c, char *err,
+			   size_t errlen)
+{
+	if (map_copy(c, err, errlen) < 0 || read_shard(fd, c, digest_threads, err, errlen) < 0) {
+		phx_partner_copy_free(c);
 		return -1;
 	}
 	return 0;
+}
+
+int phx_partner_recv(int fd, const uint8_t secret[PHX_PARTNER_SECRET_BYTES],
+		     const struct phx_partner_limits *lim, unsigned digest_threads,
+		     struct phx_partner_copy *out, char *err, size_t errlen)
+{
+	int rc = phx_partner_recv_header(fd, secret, lim, out, err, errlen);
+
+	return rc ? rc : phx_partner_recv_shard(fd, digest_threads, out, err, errlen);
 }
 
 void phx_partner_copy_free(struct phx_partner_copy *c)

@@ -41,6 +41,17 @@ int phx_partner_recv(int fd, const uint8_t secret[PHX_PARTNER_SECRET_BYTES],
 		     const struct phx_partner_limits *lim, unsigned digest_threads,
 		     struct phx_partner_copy *out, char *err, size_t errlen);
 
+/*
+ * The two halves of phx_partner_recv, for a server that trusts a sender
+ * once its header's MAC checked: the header (0, 1 or -1 as above; out->hdr
+ * filled), then its shard (0, or -1 with c freed).
+ */
+int phx_partner_recv_header(int fd, const uint8_t secret[PHX_PARTNER_SECRET_BYTES],
+			    const struct phx_partner_limits *lim, struct phx_partner_copy *out,
+			    char *err, size_t errlen);
+int phx_partner_recv_shard(int fd, unsigned digest_threads, struct phx_partner_copy *c, char *err,
+			   size_t errlen);
+
 void phx_partner_copy_free(struct phx_partner_copy *c);
 
 /* The copies a partner holds: two per rank at most. */

@@ -19,6 +19,7 @@
 #include <openssl/hmac.h>
 
 #include "checkpoint/node/partner_server.h"
+#include "common/clock.h"
 #include "common/file.h"
 #include "common/hex.h"
 #include "common/log.h"
@@ -139,24 +140,66 @@ static void keep(struct phx_partner_server *s, struct phx_partner_copy *c)
 		  (unsigned long long)gen);
 }
 
-static void serve(struct phx_partner_server *s, int fd)
+/* 1, 2, 4, ...: a flood of connections is not a flood of log lines. */
+static int worth_a_line(unsigned long n)
+{
+	return !(n & (n - 1));
+}
+
+/*
+ * A sender whose header's MAC checked keeps its slot; 0 when it was pushed
+ * out for a newer connection meanwhile.
+ */
+static int prove(struct phx_partner_server *s, struct phx_partner_conn *conn)
+{
+	int ok;
+
+	pthread_mutex_lock(&s->mu);
+	ok = !conn->evicted;
+	conn->proven = ok;
+	pthread_mutex_unlock(&s->mu);
+	return ok;
+}
+
+/* Why a connection ended, said once per sender that proved itself, sparingly for strangers. */
+static void refused(struct phx_partner_server *s, struct phx_partner_conn *conn, const char *err)
+{
+	unsigned long n = 0;
+	int proven, evicted;
+
+	pthread_mutex_lock(&s->mu);
+	proven = conn->proven;
+	evicted = conn->evicted;
+	s->refused += !evicted;
+	if (!proven && !evicted)
+		n = ++s->strangers;
+	pthread_mutex_unlock(&s->mu);
+	if (proven)
+		phx_warn("partner copy refused: %s; the sender's copy does not count as held", err);
+	else if (n && worth_a_line(n))
+		phx_warn("partner copies: %lu connection(s) ended without a valid signed header "
+			 "(the last: %s); a sender without the job's secret is not the partner",
+			 n, err);
+}
+
+static void serve(struct phx_partner_server *s, struct phx_partner_conn *conn)
 {
 	struct phx_partner_copy c;
 	char err[512];
 	int rc;
 
-	set_timeout(fd, SO_RCVTIMEO, s->timeout_ms);
-	while ((rc = phx_partner_recv(fd, s->secret, &s->lim, s->digest_threads, &c, err,
-				      sizeof(err))) == 0)
+	set_timeout(conn->fd, SO_RCVTIMEO, s->timeout_ms);
+	for (;;) {
+		rc = phx_partner_recv_header(conn->fd, s->secret, &s->lim, &c, err, sizeof(err));
+		if (rc || !prove(s, conn))
+			break;
+		rc = phx_partner_recv_shard(conn->fd, s->digest_threads, &c, err, sizeof(err));
+		if (rc)
+			break;
 		keep(s, &c);
-	if (rc < 0) {
-		pthread_mutex_lock(&s->mu);
-		s->refused++;
-		pthread_mutex_unlock(&s->mu);
-		phx_warn("partner copy refused: %s; the sender's copy does not count as "
-			 "held",
-			 err);
 	}
+	if (rc < 0)
+		refused(s, conn, err);
 }
 
 static void *conn_main(void *arg)
@@ -164,7 +207,7 @@ static void *conn_main(void *arg)
 	struct phx_partner_conn *c = arg;
 	struct phx_partner_server *s = c->s;
 
-	serve(s, c->fd);
+	serve(s, c);
 	pthread_mutex_lock(&s->mu);
 	close(c->fd);
 	c->fd = -1;
@@ -194,6 +237,43 @@ static void reap(struct phx_partner_server *s, int all)
 	}
 }
 
+/*
+ * Pushes out the oldest connection (from addr only, when same_addr) that
+ * has not proven itself, and frees its slot; NULL when every one has.
+ */
+static struct phx_partner_conn *evict(struct phx_partner_server *s, uint32_t addr, int same_addr)
+{
+	struct phx_partner_conn *old = NULL;
+	unsigned long n = 0;
+
+	pthread_mutex_lock(&s->mu);
+	for (int i = 0; i < PHX_PARTNER_CONNS; i++) {
+		struct phx_partner_conn *c = &s->conns[i];
+
+		if (!c->used || c->done || c->proven || c->evicted ||
+		    (same_addr && c->addr != addr))
+			continue;
+		if (!old || c->since_ns < old->since_ns)
+			old = c;
+	}
+	if (old) {
+		old->evicted = 1;
+		shutdown(old->fd, SHUT_RDWR);
+		n = ++s->evictions;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (!old)
+		return NULL;
+	/* Its thread was waiting for header bytes: it ends at once. */
+	pthread_join(old->thread, NULL);
+	old->used = 0;
+	if (worth_a_line(n))
+		phx_warn("partner copies: %lu connection(s) without a signed header pushed out for "
+			 "newer ones: at most %d senders, %d from one address",
+			 n, PHX_PARTNER_CONNS, PHX_PARTNER_CONNS_PER_ADDR);
+	return old;
+}
+
 /* A free slot for a sender from addr, or NULL when it must be turned away. */
 static struct phx_partner_conn *slot_for(struct phx_partner_server *s, uint32_t addr)
 {
@@ -206,7 +286,9 @@ static struct phx_partner_conn *slot_for(struct phx_partner_server *s, uint32_t 
 		else if (s->conns[i].addr == addr)
 			same++;
 	}
-	return same < PHX_PARTNER_CONNS_PER_ADDR ? free_slot : NULL;
+	if (same >= PHX_PARTNER_CONNS_PER_ADDR)
+		return evict(s, addr, 1);
+	return free_slot ? free_slot : evict(s, addr, 0);
 }
 
 static void admit(struct phx_partner_server *s, int fd, uint32_t addr)
@@ -215,7 +297,11 @@ static void admit(struct phx_partner_server *s, int fd, uint32_t addr)
 	unsigned long n;
 
 	if (c) {
-		*c = (struct phx_partner_conn){ .s = s, .fd = fd, .addr = addr, .used = 1 };
+		*c = (struct phx_partner_conn){ .s = s,
+						.fd = fd,
+						.addr = addr,
+						.since_ns = phx_now_ns(CLOCK_MONOTONIC),
+						.used = 1 };
 		if (!pthread_create(&c->thread, NULL, conn_main, c))
 			return;
 		c->used = 0;
@@ -224,10 +310,9 @@ static void admit(struct phx_partner_server *s, int fd, uint32_t addr)
 	n = ++s->turned_away;
 	pthread_mutex_unlock(&s->mu);
 	close(fd);
-	/* 1, 2, 4, ...: a flood of connections is not a flood of log lines. */
-	if (!(n & (n - 1)))
+	if (worth_a_line(n))
 		phx_warn("partner copies: %lu connection(s) turned away: at most %d senders, %d "
-			 "from one address; the node's partner is one sender",
+			 "from one address, all of them proven; the node's partner is one sender",
 			 n, PHX_PARTNER_CONNS, PHX_PARTNER_CONNS_PER_ADDR);
 }
 

@@ -15,6 +15,9 @@
  * connection: at most PHX_PARTNER_CONNS at once, PHX_PARTNER_CONNS_PER_ADDR
  * from one address, a header's bytes within lim.header_ms of its first
  * (before its MAC can be checked), a sender silent for timeout_ms dropped.
+ * A sender whose header's MAC checked keeps its slot; when none is free a
+ * newcomer pushes out the oldest connection that has not sent one, so
+ * strangers holding every slot cannot keep the partner out.
  */
 #ifndef PHX_CKPT_PARTNER_SERVER_H
 #define PHX_CKPT_PARTNER_SERVER_H
@@ -36,7 +39,10 @@ struct phx_partner_conn {
 	struct phx_partner_server *s;
 	int fd; /* -1 once closed; under mu */
 	uint32_t addr; /* the sender's IPv4 address */
+	uint64_t since_ns; /* accepted (CLOCK_MONOTONIC) */
 	int used, done; /* done: under mu */
+	int proven; /* a header's MAC checked; under mu */
+	int evicted; /* pushed out for a newer connection; under mu */
 	pthread_t thread;
 };
 
@@ -54,6 +60,8 @@ struct phx_partner_server {
 	pthread_mutex_t mu; /* guards store and the counters */
 	struct phx_partner_store store;
 	unsigned long received, refused, turned_away;
+	unsigned long strangers; /* connections gone without a good header */
+	unsigned long evictions; /* connections pushed out for newer ones */
 };
 
 /*

@@ -225,6 +225,52 @@ node_local()
 	wait_for 30 job_finished "$alloc"
 }
 
+# The port node $1's agent takes partner copies on: the one TCP listener
+# that is its own (it also holds slurmstepd's, inherited).
+partner_port()
+{
+	ip netns exec "$(lab_netns "$1")" ss -Hltnp |
+		awk '$NF ~ /^users:\(\("phalanx-launch",[^)]*\)\)$/ { n = split($4, a, ":"); print a[n]; exit }'
+}
+
+partner_listening()
+{
+	[ -n "$(partner_port "$1")" ]
+}
+
+@test "strangers holding a node's partner connections do not keep its partner out" {
+	local out=$BATS_TEST_TMPDIR/run atk=$BATS_TEST_TMPDIR/attack port r
+	sed -i '/shared_dir:/d; /shared_every:/d' "$CONF"
+	job "$out" -- --steps 40 --step-sleep 0.3 &
+	BG=$!
+	wait_for 60 partner_listening 1
+	port=$(partner_port 1)
+	# From node2, the address node1's partner sends from: more connections
+	# than one address may hold, each trickling a header it never finishes,
+	# reopened as soon as node1 closes it, from before the first save.
+	ip netns exec "$(lab_netns 2)" /usr/bin/python3 \
+		"$BATS_TEST_DIRNAME/../security/slow_partner.py" \
+		"10.77.${PHX_LAB_ID:-0}.11:$port" 15 6 >"$atk" &
+	wait "$BG"
+	BG=
+	wait
+	cat "$out" "$atk"
+	grep -q 'checkpoint generation 40 committed in the local tier on all 2 nodes' "$out"
+	# The strangers were there, and were pushed out for the partner.
+	read -r _ opened _ closed _ <"$atk"
+	[ "$opened" -gt 6 ]
+	[ "$closed" -gt 0 ]
+	grep -q 'partner copies: [0-9]* connection(s) without a signed header pushed out' "$out"
+	# Not one copy lost (before: "no partner copy of step 5 on node1:
+	# Connection reset by peer" until the strangers left).
+	[ "$(grep -c 'no partner copy of step\|partner copy refused' "$out")" -eq 0 ]
+	# node1 holds node2's ranks of the last save, and of every save kept.
+	for r in 2 3; do
+		ls "$(node_local 1)/partner/rank-$r" | tr '\n' ' ' |
+			grep -q '^gen-000000000026.copy gen-000000000031.copy gen-000000000036.copy gen-000000000041.copy $'
+	done
+}
+
 # step JOB NODES OUT [train.py options]: a step of 2 workers on each of NODES in allocation JOB.
 step()
 {

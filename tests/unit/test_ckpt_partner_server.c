@@ -226,48 +226,57 @@ static void test_slow_peer_stalls_nobody(void **state)
 	alarm(0);
 }
 
-/* Idle connections from one address take at most their share of the senders. */
+/*
+ * Idle connections from one address take at most their share of the
+ * senders, and strangers holding all of it cannot keep the partner out: a
+ * newcomer pushes out the oldest connection that has sent no signed
+ * header, never one that has.
+ */
 static void test_connections_bounded_per_address(void **state)
 {
+	int idle[PHX_PARTNER_CONNS_PER_ADDR], partner, late;
 	struct phx_partner_server s;
-	int idle[PHX_PARTNER_CONNS_PER_ADDR + 1], fd;
 	char err[512];
 	uint64_t gen = 0;
 
 	(void)state;
 	alarm(120);
 	start(&s, NULL);
-	for (int i = 0; i <= PHX_PARTNER_CONNS_PER_ADDR; i++) {
+	partner = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
+	assert_true(partner >= 0);
+	send_gen(partner, s.secret, 1, 3);
+	wait_for(&s, 1, 0);
+	/* The partner and three strangers fill the address's share; the fourth pushes out the
+	 * first. */
+	for (int i = 0; i < PHX_PARTNER_CONNS_PER_ADDR; i++) {
 		idle[i] = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
 		assert_true(idle[i] >= 0);
 	}
-	/* The one over the share is turned away at once. */
-	assert_true(closed_by_server(idle[PHX_PARTNER_CONNS_PER_ADDR]));
+	assert_true(closed_by_server(idle[0]));
 	pthread_mutex_lock(&s.mu);
-	assert_int_equal(s.turned_away, 1);
+	assert_int_equal(s.evictions, 1);
+	assert_int_equal(s.turned_away, 0);
 	pthread_mutex_unlock(&s.mu);
-	/*
-	 * One leaves: a sender from that address gets its place once the
-	 * server has joined the leaver's thread; until then it is turned away.
-	 */
-	close(idle[0]);
-	for (;;) {
-		struct pollfd p;
-
-		fd = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
-		assert_true(fd >= 0);
-		p = (struct pollfd){ .fd = fd, .events = POLLIN };
-		if (poll(&p, 1, 300) == 0)
-			break; /* admitted: the server never writes to a sender */
-		close(fd);
-	}
-	send_gen(fd, s.secret, 1, 3);
-	close(fd);
-	wait_for(&s, 1, 0);
+	/* The partner kept its connection; a late sender pushes out the next stranger. */
+	send_gen(partner, s.secret, 1, 4);
+	wait_for(&s, 2, 0);
+	late = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
+	assert_true(late >= 0);
+	assert_true(closed_by_server(idle[1]));
+	send_gen(late, s.secret, 2, 4);
+	wait_for(&s, 3, 0);
 	assert_int_equal(phx_partner_server_newest(&s, 1, &gen), 1);
-	assert_int_equal(gen, 3);
-	for (int i = 1; i <= PHX_PARTNER_CONNS_PER_ADDR; i++)
+	assert_int_equal(gen, 4);
+	assert_int_equal(phx_partner_server_newest(&s, 2, &gen), 1);
+	assert_int_equal(gen, 4);
+	pthread_mutex_lock(&s.mu);
+	assert_int_equal(s.evictions, 2);
+	assert_int_equal(s.refused, 0);
+	pthread_mutex_unlock(&s.mu);
+	for (int i = 0; i < PHX_PARTNER_CONNS_PER_ADDR; i++)
 		close(idle[i]);
+	close(partner);
+	close(late);
 	phx_partner_server_stop(&s);
 	alarm(0);
 }
