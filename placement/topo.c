@@ -788,13 +788,23 @@ int phx_topo_discover(hwloc_topology_t topology, struct phx_node_topo **out, cha
  *    complete_nodeset (fixed in hwloc by open-mpi/hwloc#783);
  *  - a bitmap attribute starting with ',' (an assertion in
  *    hwloc_bitmap_sscanf);
- *  - a <topology tag without its '>' (open-mpi/hwloc#787, built-in parser).
+ *  - a <topology tag without its '>' (open-mpi/hwloc#787, built-in parser);
+ *  - a PU or NUMA node without an os_index or with a huge one (a bitmap
+ *    of up to 512 MiB for one attribute).
  * hwloc's exporter never writes these, so refuse them before hwloc sees them.
  */
 struct screen {
 	unsigned sets; /* which of the four sets the tag has */
 	bool bad_bitmap; /* a *cpuset or *nodeset attribute hwloc cannot parse */
+	bool indexed; /* a PU or a NUMA node: hwloc sets bit os_index of a set */
+	bool index_ok; /* an os_index below TOPO_MAX_OS_INDEX */
 };
+
+/*
+ * The bound on a PU's or NUMA node's os_index: hwloc allocates a bitmap
+ * that reaches it, 512 MiB for one without an index (taken as 2^32 - 1).
+ */
+#define TOPO_MAX_OS_INDEX (1u << 20)
 
 static const char *const set_attrs[] = { "cpuset", "complete_cpuset", "nodeset",
 					 "complete_nodeset" };
@@ -858,16 +868,41 @@ static bool bitmap_ok(const char *v, size_t n)
 	return true;
 }
 
+static bool is_attr(const char *s, size_t n, const char *want)
+{
+	return n == strlen(want) && !memcmp(s, want, n);
+}
+
+/* Decimal digits only, below TOPO_MAX_OS_INDEX. */
+static bool small_index(const char *v, size_t n)
+{
+	unsigned long i = 0;
+
+	if (!n || n > 7)
+		return false;
+	for (size_t k = 0; k < n; k++) {
+		if (v[k] < '0' || v[k] > '9')
+			return false;
+		i = i * 10 + (unsigned long)(v[k] - '0');
+	}
+	return i < TOPO_MAX_OS_INDEX;
+}
+
 static void screen_attr(struct screen *sc, const char *name, size_t nlen, const char *val,
 			size_t vlen)
 {
 	for (unsigned i = 0; i < 4; i++) {
-		if (nlen == strlen(set_attrs[i]) && !memcmp(name, set_attrs[i], nlen))
+		if (is_attr(name, nlen, set_attrs[i]))
 			sc->sets |= 1u << i;
 	}
 	if ((ends_with(name, nlen, "cpuset") || ends_with(name, nlen, "nodeset")) &&
 	    !bitmap_ok(val, vlen))
 		sc->bad_bitmap = true;
+	if (is_attr(name, nlen, "type") &&
+	    (is_attr(val, vlen, "PU") || is_attr(val, vlen, "NUMANode")))
+		sc->indexed = true;
+	if (is_attr(name, nlen, "os_index"))
+		sc->index_ok = small_index(val, vlen);
 }
 
 /* Scans the attributes of a start tag from p; returns where the tag ends. */
@@ -905,8 +940,11 @@ static int screen_xml(const char *buf, size_t len, char *err, size_t errlen)
 		const char *tag = p++, *name = p;
 		struct screen sc = { 0 };
 
+		bool object;
+
 		while (p < end && !is_space(*p) && *p != '>' && *p != '/' && *p != '<')
 			p++;
+		object = is_attr(name, (size_t)(p - name), "object");
 		p = scan_tag(p, end, &sc);
 		if (p - name >= 8 && !memcmp(name, "topology", 8) && (p >= end || *p != '>')) {
 			snprintf(err, errlen, "the <topology> tag does not end");
@@ -916,6 +954,13 @@ static int screen_xml(const char *buf, size_t len, char *err, size_t errlen)
 			snprintf(err, errlen, "the element at byte %zu has %s", (size_t)(tag - buf),
 				 sc.bad_bitmap ? "a malformed CPU or NUMA node set"
 					       : "only some of its CPU and NUMA node sets");
+			return -1;
+		}
+		if (object && sc.indexed && !sc.index_ok) {
+			snprintf(err, errlen,
+				 "the element at byte %zu is a PU or NUMA node without an os_index "
+				 "below %u",
+				 (size_t)(tag - buf), TOPO_MAX_OS_INDEX);
 			return -1;
 		}
 	}

@@ -517,6 +517,16 @@ static void test_hwloc_crashers(void **state)
 	expect_refused("skewed.xml", "complete_nodeset=\"0x00000001\"",
 		       "complete_nodeset=\",x00000001\"", "malformed CPU or NUMA node set");
 	expect_refused("skewed.xml", "cpuset=\"0x00000002\"", "cpuset=\"0x0000000,\"", "malformed");
+	/* A PU without an os_index: hwloc sets bit 2^32 - 1 of a set (512 MiB). */
+	expect_refused("skewed.xml", "<object type=\"PU\" os_index=\"1\"",
+		       "<object type=\"PU\" os_indeX=\"1\"", "without an os_index below");
+	/* A NUMA node's index past the bound, and one that is no number. */
+	expect_refused("skewed.xml",
+		       "<object type=\"NUMANode\" os_index=\"1\" cpuset=\"0x000000f0\"",
+		       "<object type=\"NUMANode\" os_index=\"2097152\" cpuset=\"0xf0\"",
+		       "without an os_index below");
+	expect_refused("skewed.xml", "<object type=\"PU\" os_index=\"2\"",
+		       "<object type=\"PU\" os_index=\"-\"", "without an os_index below");
 	/* A <topology tag that never closes (hwloc's own parser). */
 	expect_refused("skewed.xml", "<topology version=\"2.0\">", "<topology version=\"2.0\"/",
 		       "<topology> tag does not end");
