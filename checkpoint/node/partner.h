@@ -71,6 +71,8 @@ long phx_partner_holder(const char *const *nodes, size_t n, const struct phx_fab
 #define PHX_PARTNER_SECRET_BYTES 32
 #define PHX_PARTNER_MAC_BYTES 32
 #define PHX_PARTNER_HDR_BYTES 128
+/* The server's one byte after a connection's first signed header: send the shard. */
+#define PHX_PARTNER_WELCOME 0x06
 
 /* One shard's header, as decoded and checked. */
 struct phx_partner_hdr {
@@ -88,7 +90,9 @@ struct phx_partner_limits {
 	uint32_t job_id; /* the job this agent serves */
 	uint32_t nranks; /* ranks are below this */
 	uint64_t max_bytes; /* the largest shard it will hold */
-	int header_ms; /* a header's bytes after its first, at most this long; 0: no limit */
+	/* A header's bytes after its first (a server: a connection's first header after the
+	 * connection), at most this long; 0: no limit. */
+	int header_ms;
 };
 
 /*

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "checkpoint/node/partner_io.h"
+#include "common/file.h"
 #include "common/log.h"
 #include "checkpoint/node/ckpt_int.h"
 
@@ -36,6 +37,25 @@ void ck_partner_fini(struct phx_ckpt *c)
 
 /* ------------------------------------------------------------ training and restore */
 
+/* A new connection to the partner, welcomed for h (phx_partner_open()), then h's shard. */
+static int open_and_send(struct ck_partner *p, const struct phx_partner_hdr *h, const void *data,
+			 char *err, size_t errlen)
+{
+	uint8_t hdr[PHX_PARTNER_HDR_BYTES];
+	int rc;
+
+	if (phx_partner_hdr_encode(h, p->secret, hdr) < 0)
+		return phx_errf(err, errlen, "the copy's header is out of range");
+	p->fd = phx_partner_open(p->peer_addr, (uint16_t)p->peer_port, SEND_TIMEOUT_MS, hdr, err,
+				 errlen);
+	if (p->fd < 0)
+		return -1;
+	rc = phx_send_all(p->fd, data, h->bytes);
+	if (rc)
+		return phx_errf(err, errlen, "sending the shard: %s", strerror(-rc));
+	return 0;
+}
+
 void ck_partner_send(struct phx_ckpt *c, const struct ck_job *j)
 {
 	struct ck_partner *p = c->partner;
@@ -54,14 +74,14 @@ void ck_partner_send(struct phx_ckpt *c, const struct ck_job *j)
 		return;
 	memcpy(h.digest, j->digest, sizeof(h.digest));
 	if (p->fd < 0)
-		p->fd = phx_partner_connect(p->peer_addr, (uint16_t)p->peer_port, SEND_TIMEOUT_MS,
-					    err, sizeof(err));
-	rc = p->fd < 0 ? -EHOSTUNREACH : phx_partner_send(p->fd, &h, p->secret, j->data);
+		rc = open_and_send(p, &h, j->data, err, sizeof(err));
+	else if ((rc = phx_partner_send(p->fd, &h, p->secret, j->data)) < 0)
+		snprintf(err, sizeof(err), "%s", strerror(-rc));
 	if (rc < 0) {
 		if (!p->failing)
 			phx_warn("rank %lu: no partner copy of step %ld on %s: %s; the local and "
 				 "shared tiers still hold it",
-				 j->rank, j->step, p->peer_host, p->fd < 0 ? err : strerror(-rc));
+				 j->rank, j->step, p->peer_host, err);
 		p->failing = true;
 		if (p->fd >= 0)
 			close(p->fd);

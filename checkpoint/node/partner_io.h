@@ -26,7 +26,8 @@ struct phx_partner_copy {
 
 /*
  * Sends the header (h->bytes, h->digest describe data) and the shard on fd,
- * a blocking stream socket; never raises SIGPIPE. 0 or a negated errno.
+ * a blocking stream socket the server already welcomed
+ * (phx_partner_open()); never raises SIGPIPE. 0 or a negated errno.
  */
 int phx_partner_send(int fd, const struct phx_partner_hdr *h,
 		     const uint8_t secret[PHX_PARTNER_SECRET_BYTES], const void *data);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -147,18 +148,63 @@ static int worth_a_line(unsigned long n)
 }
 
 /*
- * A sender whose header's MAC checked keeps its slot; 0 when it was pushed
- * out for a newer connection meanwhile.
+ * A sender whose first header's MAC checked keeps its slot, and is told
+ * so: it sends the shard only then (phx_partner_open()).
  */
-static int prove(struct phx_partner_server *s, struct phx_partner_conn *conn)
+static int prove(struct phx_partner_server *s, struct phx_partner_conn *conn, char *err,
+		 size_t errlen)
 {
-	int ok;
+	static const uint8_t welcome = PHX_PARTNER_WELCOME;
 
+	if (conn->proven)
+		return 0;
 	pthread_mutex_lock(&s->mu);
-	ok = !conn->evicted;
-	conn->proven = ok;
+	conn->proven = 1;
 	pthread_mutex_unlock(&s->mu);
-	return ok;
+	if (send(conn->fd, &welcome, 1, MSG_NOSIGNAL) == 1)
+		return 0;
+	return phx_errf(err, errlen, "cannot welcome the sender: %s", strerror(errno));
+}
+
+/*
+ * Waits, up to lim.header_ms from the connection, for a whole first
+ * header without taking a byte of it, so that until this thread claims it
+ * the accept thread can still check it in place (judge()) rather than push
+ * out a partner whose header is already here. 0: claimed; 1: the sender
+ * left or was pushed out; -1 with err.
+ */
+static int await_first_header(struct phx_partner_server *s, struct phx_partner_conn *conn,
+			      char *err, size_t errlen)
+{
+	uint64_t deadline = conn->since_ns + (uint64_t)s->lim.header_ms * 1000000;
+	struct pollfd p = { .fd = conn->fd, .events = POLLIN };
+	int whole = PHX_PARTNER_HDR_BYTES, one = 1, n = 0, rc, claimed;
+
+	/* poll() wakes on a whole header (or the end), not on each trickled byte. */
+	setsockopt(conn->fd, SOL_SOCKET, SO_RCVLOWAT, &whole, sizeof(whole));
+	do {
+		int64_t left = ((int64_t)deadline - (int64_t)phx_now_ns(CLOCK_MONOTONIC)) / 1000000;
+
+		rc = left > 0 ? poll(&p, 1, (int)left) : 0;
+	} while (rc < 0 && errno == EINTR);
+	setsockopt(conn->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+	if (rc > 0 && ioctl(conn->fd, FIONREAD, &n) < 0)
+		n = 0;
+	pthread_mutex_lock(&s->mu);
+	claimed = n >= whole && !conn->evicted;
+	conn->reading = claimed;
+	pthread_mutex_unlock(&s->mu);
+	if (claimed)
+		return 0;
+	if (rc == 0)
+		return phx_errf(err, errlen, "no whole header within %d ms of connecting",
+				s->lim.header_ms);
+	if (rc < 0)
+		return phx_errf(err, errlen, "waiting for a partner header: %s", strerror(errno));
+	if (n > 0)
+		return phx_errf(err, errlen, "the connection ended after %d of a header's %d bytes",
+				n, whole);
+	return 1;
 }
 
 /* Why a connection ended, said once per sender that proved itself, sparingly for strangers. */
@@ -189,14 +235,16 @@ static void serve(struct phx_partner_server *s, struct phx_partner_conn *conn)
 	int rc;
 
 	set_timeout(conn->fd, SO_RCVTIMEO, s->timeout_ms);
-	for (;;) {
+	rc = await_first_header(s, conn, err, sizeof(err));
+	while (!rc) {
 		rc = phx_partner_recv_header(conn->fd, s->secret, &s->lim, &c, err, sizeof(err));
-		if (rc || !prove(s, conn))
-			break;
-		rc = phx_partner_recv_shard(conn->fd, s->digest_threads, &c, err, sizeof(err));
+		if (!rc)
+			rc = prove(s, conn, err, sizeof(err));
 		if (rc)
 			break;
-		keep(s, &c);
+		rc = phx_partner_recv_shard(conn->fd, s->digest_threads, &c, err, sizeof(err));
+		if (!rc)
+			keep(s, &c);
 	}
 	if (rc < 0)
 		refused(s, conn, err);
@@ -238,24 +286,58 @@ static void reap(struct phx_partner_server *s, int all)
 }
 
 /*
- * Pushes out the oldest connection (from addr only, when same_addr) that
- * has not proven itself, and frees its slot; NULL when every one has.
+ * What the accept thread makes of a connection not yet proven, without
+ * taking its bytes: 1, a whole header signed with the job's secret waits
+ * (the partner, whose thread has not come to it yet); -1, a whole header
+ * that is not; 0, not a whole header yet.
  */
-static struct phx_partner_conn *evict(struct phx_partner_server *s, uint32_t addr, int same_addr)
+static int judge(const struct phx_partner_server *s, const struct phx_partner_conn *c)
+{
+	uint8_t hdr[PHX_PARTNER_HDR_BYTES];
+	struct phx_partner_hdr h;
+	char err[8];
+	ssize_t n = recv(c->fd, hdr, sizeof(hdr), MSG_PEEK | MSG_DONTWAIT);
+	int rc;
+
+	if (n != (ssize_t)sizeof(hdr))
+		return 0;
+	rc = phx_partner_hdr_decode(hdr, sizeof(hdr), s->secret, &s->lim, &h, err, sizeof(err));
+	return rc < 0 ? -1 : 1;
+}
+
+/*
+ * The connection to push out (from addr only, when same_addr): a forged
+ * header first, else the oldest without a whole header; never one proven,
+ * being read, or whose signed header waits. Under mu.
+ */
+static struct phx_partner_conn *victim(struct phx_partner_server *s, uint32_t addr, int same_addr)
 {
 	struct phx_partner_conn *old = NULL;
+
+	for (int i = 0; i < PHX_PARTNER_CONNS; i++) {
+		struct phx_partner_conn *c = &s->conns[i];
+		int verdict;
+
+		if (!c->used || c->done || c->proven || c->reading || c->evicted ||
+		    (same_addr && c->addr != addr))
+			continue;
+		verdict = judge(s, c);
+		if (verdict < 0)
+			return c;
+		if (!verdict && (!old || c->since_ns < old->since_ns))
+			old = c;
+	}
+	return old;
+}
+
+/* Pushes out victim() and frees its slot; NULL when no connection may go. */
+static struct phx_partner_conn *evict(struct phx_partner_server *s, uint32_t addr, int same_addr)
+{
+	struct phx_partner_conn *old;
 	unsigned long n = 0;
 
 	pthread_mutex_lock(&s->mu);
-	for (int i = 0; i < PHX_PARTNER_CONNS; i++) {
-		struct phx_partner_conn *c = &s->conns[i];
-
-		if (!c->used || c->done || c->proven || c->evicted ||
-		    (same_addr && c->addr != addr))
-			continue;
-		if (!old || c->since_ns < old->since_ns)
-			old = c;
-	}
+	old = victim(s, addr, same_addr);
 	if (old) {
 		old->evicted = 1;
 		shutdown(old->fd, SHUT_RDWR);
@@ -264,7 +346,7 @@ static struct phx_partner_conn *evict(struct phx_partner_server *s, uint32_t add
 	pthread_mutex_unlock(&s->mu);
 	if (!old)
 		return NULL;
-	/* Its thread was waiting for header bytes: it ends at once. */
+	/* Its thread was waiting for a header: it ends at once. */
 	pthread_join(old->thread, NULL);
 	old->used = 0;
 	if (worth_a_line(n))
@@ -441,26 +523,88 @@ int phx_partner_connect(const char *addr, uint16_t port, int timeout_ms, char *e
 	return fd;
 }
 
-int phx_partner_send_file(int fd, const char *path)
+/* One try of phx_partner_open(): 1 when the server closed before its welcome. */
+static int open_once(const char *addr, uint16_t port, int timeout_ms,
+		     const uint8_t hdr[PHX_PARTNER_HDR_BYTES], int *fd, char *err, size_t errlen)
 {
+	struct pollfd p = { .events = POLLIN };
+	uint8_t b = 0;
+	int rc, n = 0;
+
+	*fd = phx_partner_connect(addr, port, timeout_ms, err, errlen);
+	if (*fd < 0)
+		return -1;
+	p.fd = *fd;
+	rc = phx_send_all(*fd, hdr, PHX_PARTNER_HDR_BYTES);
+	if (!rc) {
+		do
+			n = poll(&p, 1, timeout_ms);
+		while (n < 0 && errno == EINTR);
+	}
+	if (n == 1 && recv(*fd, &b, 1, 0) == 1 && b == PHX_PARTNER_WELCOME)
+		return 0;
+	close(*fd);
+	*fd = -1;
+	if (!rc && n == 0)
+		return phx_errf(err, errlen,
+				"the partner at %s:%u did not take a copy's header within %d ms",
+				addr, port, timeout_ms);
+	phx_errf(err, errlen,
+		 "the partner at %s:%u closed the connection before taking a copy's header%s%s",
+		 addr, port, rc ? ": " : "", rc ? strerror(-rc) : "");
+	return 1;
+}
+
+int phx_partner_open(const char *addr, uint16_t port, int timeout_ms,
+		     const uint8_t hdr[PHX_PARTNER_HDR_BYTES], char *err, size_t errlen)
+{
+	int fd = -1;
+
+	for (int i = 0; i < PHX_PARTNER_OPEN_TRIES; i++)
+		if (open_once(addr, port, timeout_ms, hdr, &fd, err, errlen) <= 0)
+			break;
+	return fd;
+}
+
+int phx_partner_send_file(int *fd, const char *addr, uint16_t port, int timeout_ms,
+			  const char *path, char *err, size_t errlen)
+{
+	uint8_t hdr[PHX_PARTNER_HDR_BYTES];
 	char *buf = malloc(COPY_PIECE);
 	int in = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
 	ssize_t n;
 
 	if (in < 0 || !buf) {
-		rc = in < 0 ? -errno : -ENOMEM;
+		rc = phx_errf(err, errlen, "cannot read %s: %s", path,
+			      strerror(in < 0 ? errno : ENOMEM));
 		goto out;
 	}
+	if (*fd < 0) {
+		/* A regular file: short only at its end. */
+		if (read(in, hdr, sizeof(hdr)) != (ssize_t)sizeof(hdr)) {
+			rc = phx_errf(err, errlen, "%s is shorter than a copy's header", path);
+			goto out;
+		}
+		*fd = phx_partner_open(addr, port, timeout_ms, hdr, err, errlen);
+		if (*fd < 0) {
+			rc = -1;
+			goto out;
+		}
+	}
 	while ((n = read(in, buf, COPY_PIECE)) != 0) {
+		int sent;
+
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			rc = -errno;
+			rc = phx_errf(err, errlen, "reading %s: %s", path, strerror(errno));
 			break;
 		}
-		rc = phx_send_all(fd, buf, (size_t)n);
-		if (rc)
+		sent = phx_send_all(*fd, buf, (size_t)n);
+		if (sent) {
+			rc = phx_errf(err, errlen, "sending %s: %s", path, strerror(-sent));
 			break;
+		}
 	}
 out:
 	if (in >= 0)

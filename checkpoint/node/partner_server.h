@@ -13,11 +13,13 @@
  * agents have committed, and the one a relaunch restores may be older
  * than the newest two. A slow or hostile peer holds only its own
  * connection: at most PHX_PARTNER_CONNS at once, PHX_PARTNER_CONNS_PER_ADDR
- * from one address, a header's bytes within lim.header_ms of its first
+ * from one address, the first header whole within lim.header_ms of the
+ * connection and a later one within lim.header_ms of its first byte
  * (before its MAC can be checked), a sender silent for timeout_ms dropped.
  * A sender whose header's MAC checked keeps its slot; when none is free a
- * newcomer pushes out the oldest connection that has not sent one, so
- * strangers holding every slot cannot keep the partner out.
+ * newcomer pushes out a connection with a forged header, else the oldest
+ * without a whole header, never one whose signed header has arrived, so
+ * strangers reconnecting as fast as they can cannot keep the partner out.
  */
 #ifndef PHX_CKPT_PARTNER_SERVER_H
 #define PHX_CKPT_PARTNER_SERVER_H
@@ -42,6 +44,7 @@ struct phx_partner_conn {
 	uint64_t since_ns; /* accepted (CLOCK_MONOTONIC) */
 	int used, done; /* done: under mu */
 	int proven; /* a header's MAC checked; under mu */
+	int reading; /* its thread took its first header to check; under mu */
 	int evicted; /* pushed out for a newer connection; under mu */
 	pthread_t thread;
 };
@@ -86,10 +89,27 @@ int phx_partner_server_newest(struct phx_partner_server *s, uint32_t rank, uint6
 /* Connects to a partner (IPv4 text) with a send timeout: a socket, or -1 with err. */
 int phx_partner_connect(const char *addr, uint16_t port, int timeout_ms, char *err, size_t errlen);
 
+/* Connections phx_partner_open() makes when the server closes them before its welcome. */
+#define PHX_PARTNER_OPEN_TRIES 8
+
+/*
+ * Connects to a partner and sends a copy's signed header (hdr), then waits
+ * for the server's welcome: once it has come the server checked the
+ * header and holds the connection, so the shard that follows is not lost
+ * to a stranger's connection pushing this one out first; a connection
+ * closed before it (pushed out while strangers flood the partner's
+ * address) is made again, up to PHX_PARTNER_OPEN_TRIES times. The socket,
+ * ready for the shard, or -1 with err.
+ */
+int phx_partner_open(const char *addr, uint16_t port, int timeout_ms,
+		     const uint8_t hdr[PHX_PARTNER_HDR_BYTES], char *err, size_t errlen);
+
 /*
  * Sends a stored copy file (signed header then shard, as the server wrote
- * it) to fd as it is. 0 or a negated errno.
+ * it) as it is, on *fd or, when *fd < 0, on a connection to addr:port that
+ * it opens with the file's header (phx_partner_open()). 0 or -1 with err.
  */
-int phx_partner_send_file(int fd, const char *path);
+int phx_partner_send_file(int *fd, const char *addr, uint16_t port, int timeout_ms,
+			  const char *path, char *err, size_t errlen);
 
 #endif

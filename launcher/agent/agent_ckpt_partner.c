@@ -297,22 +297,14 @@ static void send_kept(struct phx_agent *a, struct phx_ckpt *c, const struct anno
 
 			if (!plan_sends(f, r) || f->keeper[r] != me || f->runner[r] != k)
 				continue;
-			if (fd < 0)
-				fd = phx_partner_connect(a->addrs[k], (uint16_t)an[k].port,
-							 RECV_TIMEOUT_MS, err, sizeof(err));
-			if (fd < 0) {
-				phx_warn("cannot send the partner copies of node %s: %s; its ranks "
-					 "restore from the other tiers",
-					 a->hosts[k], err);
-				break;
-			}
 			copy_path(c->partner, r, f->best[r], path, sizeof(path));
-			rc = phx_partner_send_file(fd, path);
+			rc = phx_partner_send_file(&fd, a->addrs[k], (uint16_t)an[k].port,
+						   RECV_TIMEOUT_MS, path, err, sizeof(err));
 			if (rc < 0) {
 				phx_warn(
 					"cannot send the partner copy of rank %lu (generation %ld) "
-					"to %s: %s",
-					r, f->best[r], a->hosts[k], strerror(-rc));
+					"to %s: %s; its ranks restore from the other tiers",
+					r, f->best[r], a->hosts[k], err);
 				break;
 			}
 			phx_info("rank %lu: sent its partner copy of generation %ld to %s", r,

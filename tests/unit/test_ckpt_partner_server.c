@@ -138,16 +138,32 @@ static void test_receive_keep_and_serve_again(void **state)
 	assert_true(exists(dir, "rank-0/gen-000000000007.copy"));
 	phx_partner_server_stop(&s);
 
-	/* The next step's agent on this node sends the file as it is. */
+	/* The next step's agent on this node sends the files as they are, on one connection. */
 	start(&next, NULL);
-	fd = phx_partner_connect("127.0.0.1", next.port, 5000, err, sizeof(err));
-	assert_true(fd >= 0);
+	fd = -1;
 	snprintf(path, sizeof(path), "%s/rank-1/gen-000000000002.copy", dir);
-	assert_int_equal(phx_partner_send_file(fd, path), 0);
+	assert_int_equal(
+		phx_partner_send_file(&fd, "127.0.0.1", next.port, 5000, path, err, sizeof(err)),
+		0);
+	assert_true(fd >= 0);
+	snprintf(path, sizeof(path), "%s/rank-1/gen-000000000003.copy", dir);
+	assert_int_equal(
+		phx_partner_send_file(&fd, "127.0.0.1", next.port, 5000, path, err, sizeof(err)),
+		0);
 	close(fd);
-	wait_for(&next, 1, 0);
+	wait_for(&next, 2, 0);
 	assert_int_equal(phx_partner_server_newest(&next, 1, &gen), 1);
-	assert_int_equal(gen, 2);
+	assert_int_equal(gen, 3);
+	pthread_mutex_lock(&next.mu);
+	assert_non_null(phx_partner_store_get(&next.store, 1, 2));
+	pthread_mutex_unlock(&next.mu);
+	fd = -1;
+	snprintf(path, sizeof(path), "%s/rank-1/gen-000000000001.copy", dir);
+	assert_int_equal(
+		phx_partner_send_file(&fd, "127.0.0.1", next.port, 5000, path, err, sizeof(err)),
+		-1);
+	assert_non_null(strstr(err, "cannot read"));
+	assert_int_equal(fd, -1);
 	phx_partner_server_stop(&next);
 	assert_int_equal(phx_scratch_remove(dir), 0);
 }
@@ -156,7 +172,8 @@ static void test_receive_keep_and_serve_again(void **state)
 static void test_foreign_sender_refused(void **state)
 {
 	struct phx_partner_server s;
-	uint8_t other[PHX_PARTNER_SECRET_BYTES] = { 9 };
+	uint8_t other[PHX_PARTNER_SECRET_BYTES] = { 9 }, hdr[PHX_PARTNER_HDR_BYTES];
+	struct phx_partner_hdr h = { .job_id = 5, .rank = 1, .step = 10, .gen = 1, .bytes = 1 };
 	char err[512];
 	uint64_t gen;
 	int fd;
@@ -169,14 +186,22 @@ static void test_foreign_sender_refused(void **state)
 	close(fd);
 	wait_for(&s, 0, 1);
 	assert_int_equal(phx_partner_server_newest(&s, 1, &gen), 0);
+	/* Opening with a foreign header: closed before a welcome, tried again, given up. */
+	assert_int_equal(phx_partner_hdr_encode(&h, other, hdr), 0);
+	assert_int_equal(phx_partner_open("127.0.0.1", s.port, 5000, hdr, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "closed the connection before taking a copy's header"));
+	wait_for(&s, 0, 1 + PHX_PARTNER_OPEN_TRIES);
 	/* The server still takes the job's own sender afterwards. */
 	fd = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
 	assert_true(fd >= 0);
 	send_gen(fd, s.secret, 1, 4);
 	close(fd);
-	wait_for(&s, 1, 1);
+	wait_for(&s, 1, 1 + PHX_PARTNER_OPEN_TRIES);
 	assert_int_equal(phx_partner_server_newest(&s, 1, &gen), 1);
 	assert_int_equal(gen, 4);
+	pthread_mutex_lock(&s.mu);
+	assert_int_equal(s.refused, 1 + PHX_PARTNER_OPEN_TRIES);
+	pthread_mutex_unlock(&s.mu);
 	phx_partner_server_stop(&s);
 }
 
@@ -281,6 +306,66 @@ static void test_connections_bounded_per_address(void **state)
 	alarm(0);
 }
 
+/* The received count reached within seconds; 0 when it was not. */
+static int received_within(struct phx_partner_server *s, unsigned long received, int seconds)
+{
+	for (int i = 0; i < seconds * 1000; i++) {
+		int done;
+
+		pthread_mutex_lock(&s->mu);
+		done = s->received >= received;
+		pthread_mutex_unlock(&s->mu);
+		if (done)
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
+/*
+ * Strangers reconnecting as fast as they can from the partner's own
+ * address push out each other, never a sender whose signed header has
+ * arrived, however late its thread reads it; a stranger's complete but
+ * unsigned header goes first.
+ */
+static void test_signed_header_arrived_is_never_pushed_out(void **state)
+{
+	int strangers[8 * PHX_PARTNER_CONNS_PER_ADDR], forged, partner;
+	uint8_t junk[PHX_PARTNER_HDR_BYTES];
+	struct phx_partner_server s;
+	char err[512];
+	uint64_t gen = 0;
+
+	(void)state;
+	alarm(120);
+	start(&s, NULL);
+	memset(junk, 0x5a, sizeof(junk));
+	forged = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
+	assert_true(forged >= 0);
+	assert_int_equal(send(forged, junk, sizeof(junk), MSG_NOSIGNAL), (ssize_t)sizeof(junk));
+	partner = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
+	assert_true(partner >= 0);
+	send_gen(partner, s.secret, 1, 7);
+	for (size_t i = 0; i < sizeof(strangers) / sizeof(strangers[0]); i++) {
+		strangers[i] = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
+		assert_true(strangers[i] >= 0);
+		send(strangers[i], "x", 1, MSG_NOSIGNAL);
+	}
+	assert_true(received_within(&s, 1, 10));
+	assert_int_equal(phx_partner_server_newest(&s, 1, &gen), 1);
+	assert_int_equal(gen, 7);
+	/* The partner still holds its place for the next copy. */
+	send_gen(partner, s.secret, 1, 8);
+	assert_true(received_within(&s, 2, 10));
+	assert_true(closed_by_server(forged));
+	for (size_t i = 0; i < sizeof(strangers) / sizeof(strangers[0]); i++)
+		close(strangers[i]);
+	close(forged);
+	close(partner);
+	phx_partner_server_stop(&s);
+	alarm(0);
+}
+
 static void test_bad_address(void **state)
 {
 	struct phx_partner_server s;
@@ -302,6 +387,7 @@ int main(void)
 		cmocka_unit_test(test_foreign_sender_refused),
 		cmocka_unit_test(test_slow_peer_stalls_nobody),
 		cmocka_unit_test(test_connections_bounded_per_address),
+		cmocka_unit_test(test_signed_header_arrived_is_never_pushed_out),
 		cmocka_unit_test(test_bad_address),
 	};
 
