@@ -76,19 +76,56 @@ static void wait_for(struct phx_partner_server *s, unsigned long received, unsig
 	}
 }
 
+/* A connection to the server s from 127.0.0.1. */
+static int connect_to(const struct phx_partner_server *s)
+{
+	char err[512];
+	int fd = phx_partner_connect("127.0.0.1", s->port, 5000, err, sizeof(err));
+
+	if (fd < 0)
+		fail_msg("%s", err);
+	return fd;
+}
+
+/* Rank's copy of generation gen, its header describing data. */
+static void make_copy(uint32_t rank, uint64_t gen, struct phx_partner_hdr *h, uint8_t *data,
+		      size_t len)
+{
+	*h = (struct phx_partner_hdr){ .job_id = 5,
+				       .rank = rank,
+				       .step = gen * 10,
+				       .gen = gen,
+				       .bytes = len,
+				       .algo = PHX_DIGEST_XXH3 };
+	memset(data, (int)(rank * 16 + gen), len);
+	assert_int_equal(phx_digest_compute(h->algo, data, len, 1, NULL, h->digest), 0);
+}
+
+/* The copy on fd as it is, welcomed or not. */
 static void send_gen(int fd, const uint8_t *secret, uint32_t rank, uint64_t gen)
 {
+	struct phx_partner_hdr h;
 	uint8_t data[3000];
-	struct phx_partner_hdr h = { .job_id = 5,
-				     .rank = rank,
-				     .step = gen * 10,
-				     .gen = gen,
-				     .bytes = sizeof(data),
-				     .algo = PHX_DIGEST_XXH3 };
 
-	memset(data, (int)(rank * 16 + gen), sizeof(data));
-	assert_int_equal(phx_digest_compute(h.algo, data, sizeof(data), 1, NULL, h.digest), 0);
+	make_copy(rank, gen, &h, data, sizeof(data));
 	assert_int_equal(phx_partner_send(fd, &h, secret, data), 0);
+}
+
+/* A sender's connection opened as the agents open one (phx_partner_open), with the copy. */
+static int open_gen(const struct phx_partner_server *s, uint32_t rank, uint64_t gen)
+{
+	uint8_t data[3000], hdr[PHX_PARTNER_HDR_BYTES];
+	struct phx_partner_hdr h;
+	char err[512];
+	int fd;
+
+	make_copy(rank, gen, &h, data, sizeof(data));
+	assert_int_equal(phx_partner_hdr_encode(&h, s->secret, hdr), 0);
+	fd = phx_partner_open("127.0.0.1", s->port, 5000, hdr, err, sizeof(err));
+	if (fd < 0)
+		fail_msg("%s", err);
+	assert_int_equal(phx_send_all(fd, data, sizeof(data)), 0);
+	return fd;
 }
 
 static int exists(const char *dir, const char *name)
@@ -114,9 +151,8 @@ static void test_receive_keep_and_serve_again(void **state)
 	(void)state;
 	assert_int_equal(phx_scratch_make(dir, sizeof(dir), "partner"), 0);
 	start(&s, dir);
-	fd = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
-	assert_true(fd >= 0);
-	for (uint64_t g = 1; g <= 4; g++)
+	fd = open_gen(&s, 1, 1);
+	for (uint64_t g = 2; g <= 4; g++)
 		send_gen(fd, s.secret, 1, g);
 	send_gen(fd, s.secret, 0, 7);
 	close(fd);
@@ -180,8 +216,7 @@ static void test_foreign_sender_refused(void **state)
 
 	(void)state;
 	start(&s, NULL);
-	fd = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
-	assert_true(fd >= 0);
+	fd = connect_to(&s);
 	send_gen(fd, other, 1, 1);
 	close(fd);
 	wait_for(&s, 0, 1);
@@ -192,9 +227,7 @@ static void test_foreign_sender_refused(void **state)
 	assert_non_null(strstr(err, "closed the connection before taking a copy's header"));
 	wait_for(&s, 0, 1 + PHX_PARTNER_OPEN_TRIES);
 	/* The server still takes the job's own sender afterwards. */
-	fd = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
-	assert_true(fd >= 0);
-	send_gen(fd, s.secret, 1, 4);
+	fd = open_gen(&s, 1, 4);
 	close(fd);
 	wait_for(&s, 1, 1 + PHX_PARTNER_OPEN_TRIES);
 	assert_int_equal(phx_partner_server_newest(&s, 1, &gen), 1);
@@ -225,7 +258,6 @@ static int closed_by_server(int fd)
 static void test_slow_peer_stalls_nobody(void **state)
 {
 	struct phx_partner_server s;
-	char err[512];
 	uint64_t gen = 0;
 	int slow, fd;
 
@@ -233,12 +265,9 @@ static void test_slow_peer_stalls_nobody(void **state)
 	alarm(120); /* a server that waits on the trickler fails, not hangs */
 	/* Silence alone would take ten minutes to drop it. */
 	start_silent_ms(&s, NULL, 600000);
-	slow = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
-	assert_true(slow >= 0);
+	slow = connect_to(&s);
 	assert_int_equal(send(slow, "x", 1, 0), 1);
-	fd = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
-	assert_true(fd >= 0);
-	send_gen(fd, s.secret, 2, 9);
+	fd = open_gen(&s, 2, 9);
 	close(fd);
 	wait_for(&s, 1, 0);
 	assert_int_equal(phx_partner_server_newest(&s, 2, &gen), 1);
@@ -261,21 +290,18 @@ static void test_connections_bounded_per_address(void **state)
 {
 	int idle[PHX_PARTNER_CONNS_PER_ADDR], partner, late;
 	struct phx_partner_server s;
-	char err[512];
 	uint64_t gen = 0;
 
 	(void)state;
 	alarm(120);
 	start(&s, NULL);
-	partner = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
-	assert_true(partner >= 0);
+	partner = connect_to(&s);
 	send_gen(partner, s.secret, 1, 3);
 	wait_for(&s, 1, 0);
 	/* The partner and three strangers fill the address's share; the fourth pushes out the
 	 * first. */
 	for (int i = 0; i < PHX_PARTNER_CONNS_PER_ADDR; i++) {
-		idle[i] = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
-		assert_true(idle[i] >= 0);
+		idle[i] = connect_to(&s);
 	}
 	assert_true(closed_by_server(idle[0]));
 	pthread_mutex_lock(&s.mu);
@@ -285,8 +311,7 @@ static void test_connections_bounded_per_address(void **state)
 	/* The partner kept its connection; a late sender pushes out the next stranger. */
 	send_gen(partner, s.secret, 1, 4);
 	wait_for(&s, 2, 0);
-	late = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
-	assert_true(late >= 0);
+	late = connect_to(&s);
 	assert_true(closed_by_server(idle[1]));
 	send_gen(late, s.secret, 2, 4);
 	wait_for(&s, 3, 0);
@@ -333,22 +358,18 @@ static void test_signed_header_arrived_is_never_pushed_out(void **state)
 	int strangers[8 * PHX_PARTNER_CONNS_PER_ADDR], forged, partner;
 	uint8_t junk[PHX_PARTNER_HDR_BYTES];
 	struct phx_partner_server s;
-	char err[512];
 	uint64_t gen = 0;
 
 	(void)state;
 	alarm(120);
 	start(&s, NULL);
 	memset(junk, 0x5a, sizeof(junk));
-	forged = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
-	assert_true(forged >= 0);
+	forged = connect_to(&s);
 	assert_int_equal(send(forged, junk, sizeof(junk), MSG_NOSIGNAL), (ssize_t)sizeof(junk));
-	partner = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
-	assert_true(partner >= 0);
+	partner = connect_to(&s);
 	send_gen(partner, s.secret, 1, 7);
 	for (size_t i = 0; i < sizeof(strangers) / sizeof(strangers[0]); i++) {
-		strangers[i] = phx_partner_connect("127.0.0.1", s.port, 5000, err, sizeof(err));
-		assert_true(strangers[i] >= 0);
+		strangers[i] = connect_to(&s);
 		send(strangers[i], "x", 1, MSG_NOSIGNAL);
 	}
 	assert_true(received_within(&s, 1, 10));
