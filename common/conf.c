@@ -23,6 +23,7 @@ enum key_type {
 	K_ENUM,
 	K_BOOL,
 	K_INT,
+	K_SECONDS, /* a duration (phx_duration_parse()), held as int seconds */
 	K_PATH, /* absolute path */
 	K_HOSTPORT, /* HOST:PORT */
 	K_TRISTATE, /* a boolean or "auto" */
@@ -41,7 +42,7 @@ struct conf_key {
 	const char *name;
 	enum key_type type;
 	size_t offset;
-	long long min, max; /* K_INT: range; strings: max length */
+	long long min, max; /* K_INT, K_SECONDS: range; strings: max length */
 	const char *const *choices; /* K_ENUM, NULL-terminated */
 	const char *def; /* default, as written in YAML */
 	unsigned flags;
@@ -94,7 +95,7 @@ static const struct conf_key keys[] = {
 	  "run node health checks in the job prolog" },
 	{ "health.drain_on_failure", K_BOOL, OFF(health.drain_on_failure), 0, 0, NULL, "true", 0,
 	  "drain a node that fails a check" },
-	{ "health.timeout", K_INT, OFF(health.timeout_s), 1, 3600, NULL, "30", 0,
+	{ "health.timeout", K_SECONDS, OFF(health.timeout_s), 1, 3600, NULL, "30", 0,
 	  "seconds the checks may take" },
 	{ "health.gpu_device", K_PATH, OFF(health.gpu_device), 0, PATH_LEN, NULL, "/dev/nvidia%u",
 	  K_EMPTY_OK | K_FMT_U | K_ONE_U,
@@ -127,8 +128,8 @@ static const struct conf_key keys[] = {
 	  "checkpoint interval for jobs that ask: auto (Young/Daly), steps or seconds" },
 	{ "ckptd.interval_steps", K_INT, OFF(ckptd.interval_steps), 1, 1000000000, NULL, "1000", 0,
 	  "training steps between saves when ckptd.interval is steps" },
-	{ "ckptd.interval_seconds", K_INT, OFF(ckptd.interval_seconds), 1, 604800, NULL, "1800", 0,
-	  "seconds between saves when ckptd.interval is seconds" },
+	{ "ckptd.interval_seconds", K_SECONDS, OFF(ckptd.interval_seconds), 1, 604800, NULL, "1800",
+	  0, "seconds between saves when ckptd.interval is seconds" },
 	{ "ckptd.node_mtbf_hours", K_INT, OFF(ckptd.node_mtbf_hours), 1, 10000000, NULL, "5000", 0,
 	  "mean time between failures of one node, before any failure is seen" },
 	{ "ckptd.max_ranks_per_user", K_INT, OFF(ckptd.max_ranks_per_user), 1, 16777216, NULL,
@@ -140,14 +141,14 @@ static const struct conf_key keys[] = {
 	  "milliseconds between an agent's heartbeats to phalanx-ckptd" },
 	{ "recovery.lost_after_ms", K_INT, OFF(recovery.lost_after_ms), 300, 600000, NULL, "2000",
 	  0, "milliseconds without a heartbeat after which an agent's node is lost" },
-	{ "recovery.slurm_poll", K_INT, OFF(recovery.slurm_poll_s), 1, 3600, NULL, "5", 0,
+	{ "recovery.slurm_poll", K_SECONDS, OFF(recovery.slurm_poll_s), 1, 3600, NULL, "5", 0,
 	  "seconds between phalanx-ckptd's looks at a job and its nodes in Slurm" },
 	{ "recovery.user_error_repeats", K_INT, OFF(recovery.user_error_repeats), 1, 1000, NULL,
 	  "2", 0, "the same crash signature this many times is a user error: the job stops" },
 	{ "recovery.drain_after", K_INT, OFF(recovery.drain_after), 1, 1000, NULL, "2", 0,
 	  "node faults within recovery.fault_window that drain the node" },
-	{ "recovery.fault_window", K_INT, OFF(recovery.fault_window_s), 1, 31536000, NULL, "86400",
-	  0, "seconds over which a node's faults are counted" },
+	{ "recovery.fault_window", K_SECONDS, OFF(recovery.fault_window_s), 1, 31536000, NULL,
+	  "86400", 0, "seconds over which a node's faults are counted" },
 	{ "recovery.max_requeues", K_INT, OFF(recovery.max_requeues), 0, 1000, NULL, "3", 0,
 	  "requeues of one job before phalanx-ckptd gives up on it" },
 	{ "recovery.too_few_nodes", K_ENUM, OFF(recovery.too_few_nodes), 0, 0, too_few_names,
@@ -174,8 +175,8 @@ static const struct conf_key keys[] = {
 	  "threads that checksum one shard; 0 = one per CPU" },
 	{ "checkpoint.partner", K_BOOL, OFF(checkpoint.partner), 0, 0, NULL, "true", 0,
 	  "copy each shard saved to checkpoint.local_dir to a partner node" },
-	{ "launcher.hang_timeout", K_INT, OFF(launcher.hang_timeout_s), 10, 86400, NULL, "600", 0,
-	  "seconds without a heartbeat before ranks count as hung" },
+	{ "launcher.hang_timeout", K_SECONDS, OFF(launcher.hang_timeout_s), 10, 86400, NULL, "600",
+	  0, "seconds without a heartbeat before ranks count as hung" },
 	{ "launcher.max_restarts", K_INT, OFF(launcher.max_restarts), 0, 1000, NULL, "3", 0,
 	  "in-job restarts before the launcher gives up" },
 	{ "launcher.spares", K_INT, OFF(launcher.spares), 0, 100000, NULL, "0", 0,
@@ -190,7 +191,7 @@ static const struct conf_key keys[] = {
 	  "100", 0,
 	  "percent by which a rank's step time exceeds its role's median to be a straggler; "
 	  "0 = off" },
-	{ "launcher.straggler_window", K_INT, OFF(launcher.straggler_window_s), 1, 86400, NULL,
+	{ "launcher.straggler_window", K_SECONDS, OFF(launcher.straggler_window_s), 1, 86400, NULL,
 	  "30", 0, "seconds of steps a rank's step time is measured over" },
 	{ "launcher.straggler_min_steps", K_INT, OFF(launcher.straggler_min_steps), 1, 1000000,
 	  NULL, "5", 0, "steps in the window before a rank's step time counts" },
@@ -208,9 +209,9 @@ static const struct conf_key keys[] = {
 	  "a measurement this many percent below the median is slow" },
 	{ "check.drain_slow", K_BOOL, OFF(check.drain_slow), 0, 0, NULL, "true", 0,
 	  "--drain also drains slow nodes, not only failed ones" },
-	{ "check.timeout", K_INT, OFF(check.timeout_s), 10, 86400, NULL, "600", 0,
+	{ "check.timeout", K_SECONDS, OFF(check.timeout_s), 10, 86400, NULL, "600", 0,
 	  "seconds the whole check step may take" },
-	{ "check.nccl_timeout", K_INT, OFF(check.nccl_timeout_s), 1, 3600, NULL, "60", 0,
+	{ "check.nccl_timeout", K_SECONDS, OFF(check.nccl_timeout_s), 1, 3600, NULL, "60", 0,
 	  "seconds one NCCL pair may take before it counts as hung" },
 	{ "check.memtest_mib", K_INT, OFF(check.memtest_mib), 0, 1048576, NULL, "1024", 0,
 	  "MiB of each GPU's memory written and read back; 0 = no memory test" },
@@ -311,6 +312,7 @@ int phx_conf_defaults(struct phx_conf *conf)
 			*FIELD(conf, k, bool) = !strcmp(k->def, "true");
 			break;
 		case K_INT:
+		case K_SECONDS:
 			*FIELD(conf, k, int) = atoi(k->def);
 			break;
 		case K_PATH:
@@ -546,6 +548,11 @@ static int apply(const struct loader *l, const struct conf_key *k, const struct 
 		return phx_ynode_bool(l->doc, node, FIELD(l->conf, k, bool), l->err, l->errlen);
 	case K_INT:
 		if (phx_ynode_int(l->doc, node, k->min, k->max, &v, l->err, l->errlen) < 0)
+			return -1;
+		*FIELD(l->conf, k, int) = (int)v;
+		return 0;
+	case K_SECONDS:
+		if (phx_ynode_seconds(l->doc, node, k->min, k->max, &v, l->err, l->errlen) < 0)
 			return -1;
 		*FIELD(l->conf, k, int) = (int)v;
 		return 0;
@@ -862,6 +869,7 @@ void phx_conf_dump(const struct phx_conf *conf, FILE *out)
 			fputs(*FIELD(conf, k, bool) ? "true" : "false", out);
 			break;
 		case K_INT:
+		case K_SECONDS:
 			fprintf(out, "%d", *FIELD(conf, k, int));
 			break;
 		default:

@@ -18,6 +18,7 @@
 
 #include <yaml.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/file.h"
 #include "common/yaml.h"
@@ -742,6 +743,24 @@ int phx_ynode_int(const struct phx_ydoc *doc, const struct phx_ynode *node, long
 	errno = 0;
 	v = strtoll(node->value, NULL, 10);
 	if (errno == ERANGE || v < min || v > max)
+		return wrong(doc, node, what, "; out of range", err, errlen);
+	*out = v;
+	return 0;
+}
+
+int phx_ynode_seconds(const struct phx_ydoc *doc, const struct phx_ynode *node, long long min,
+		      long long max, long long *out, char *err, size_t errlen)
+{
+	char what[160];
+	long long v;
+
+	snprintf(what, sizeof(what),
+		 "a duration from %lld to %lld seconds (S, M:S, H:M:S, D-H, D-H:M or D-H:M:S)", min,
+		 max);
+	v = node->type == PHX_YSCALAR ? phx_duration_parse(node->value) : -1;
+	if (v < 0)
+		return wrong(doc, node, what, NULL, err, errlen);
+	if (v < min || v > max)
 		return wrong(doc, node, what, "; out of range", err, errlen);
 	*out = v;
 	return 0;

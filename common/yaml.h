@@ -84,6 +84,9 @@ int phx_ynode_bool(const struct phx_ydoc *doc, const struct phx_ynode *node, boo
 		   size_t errlen);
 int phx_ynode_int(const struct phx_ydoc *doc, const struct phx_ynode *node, long long min,
 		  long long max, long long *out, char *err, size_t errlen);
+/* A duration in seconds (phx_duration_parse(): "90", "10:00", "1-00:00:00"), quoted or not. */
+int phx_ynode_seconds(const struct phx_ydoc *doc, const struct phx_ynode *node, long long min,
+		      long long max, long long *out, char *err, size_t errlen);
 int phx_ynode_double(const struct phx_ydoc *doc, const struct phx_ynode *node, double min,
 		     double max, double *out, char *err, size_t errlen);
 /* choices is NULL-terminated; *out is the index of the match. */

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/yaml.h"
 
@@ -521,22 +522,33 @@ static void test_bad_values(void **state)
 		  NULL },
 		{ "health:\n  enabled: \"true\"", "key 'health.enabled'", "remove the quotes" },
 		{ "health:\n  drain_on_failure: maybe", "key 'health.drain_on_failure'", NULL },
-		{ "health:\n  timeout: 0",
-		  "t.yaml:2:12: key 'health.timeout': expected an integer "
-		  "from 1 to 3600, got '0'; out of range",
+		{ "recovery:\n  drain_after: 0",
+		  "t.yaml:2:16: key 'recovery.drain_after': expected an integer "
+		  "from 1 to 1000, got '0'; out of range",
 		  NULL },
-		{ "health:\n  timeout: 3601", "from 1 to 3600", NULL },
-		{ "health:\n  timeout: 1.5", "key 'health.timeout'", "whole numbers only" },
-		{ "health:\n  timeout: \"30\"", "key 'health.timeout'", "remove the quotes" },
-		{ "health:\n  timeout: 30s", "key 'health.timeout'", "decimal digits only" },
-		{ "health:\n  timeout: 9223372036854775808", "key 'health.timeout'",
+		{ "recovery:\n  drain_after: 1001", "from 1 to 1000", NULL },
+		{ "recovery:\n  drain_after: 1.5", "key 'recovery.drain_after'",
+		  "whole numbers only" },
+		{ "recovery:\n  drain_after: \"30\"", "key 'recovery.drain_after'",
+		  "remove the quotes" },
+		{ "recovery:\n  drain_after: 30s", "key 'recovery.drain_after'",
+		  "decimal digits only" },
+		{ "recovery:\n  drain_after: 9223372036854775808", "key 'recovery.drain_after'",
 		  "out of range" },
-		{ "health:\n  timeout: -9223372036854775809", "key 'health.timeout'",
+		{ "recovery:\n  drain_after: -9223372036854775809", "key 'recovery.drain_after'",
 		  "out of range" },
-		{ "health:\n  timeout: 4294967326", "key 'health.timeout'", "out of range" },
-		{ "health:\n  timeout: 1e999", "key 'health.timeout'", NULL },
-		{ "health:\n  timeout: -0", "key 'health.timeout'", "got '-0'" },
-		{ "health:\n  timeout: 030", "key 'health.timeout'", "leading zeros" },
+		{ "recovery:\n  drain_after: 4294967326", "key 'recovery.drain_after'",
+		  "out of range" },
+		{ "recovery:\n  drain_after: 1e999", "key 'recovery.drain_after'", NULL },
+		{ "recovery:\n  drain_after: -0", "key 'recovery.drain_after'", "got '-0'" },
+		{ "recovery:\n  drain_after: 030", "key 'recovery.drain_after'", "leading zeros" },
+		{ "health:\n  timeout: 0",
+		  "t.yaml:2:12: key 'health.timeout': expected a duration from 1 to 3600 seconds "
+		  "(S, M:S, H:M:S, D-H, D-H:M or D-H:M:S), got '0'; out of range",
+		  NULL },
+		{ "health:\n  timeout: 1:00:01", "key 'health.timeout'", "out of range" },
+		{ "health:\n  timeout: 1.5", "key 'health.timeout': expected a duration", NULL },
+		{ "health:\n  timeout: ~", "key 'health.timeout': expected a duration", NULL },
 		{ "ckptd:\n  listen: 7720", "key 'ckptd.listen': expected HOST:PORT",
 		  "no ':PORT'" },
 		{ "ckptd:\n  listen: \":7720\"", "key 'ckptd.listen'", "no host" },
@@ -566,10 +578,16 @@ static void test_bad_values(void **state)
 		  NULL },
 		{ "checkpoint:\n  keep: 1001", "from 1 to 1000", NULL },
 		{ "launcher:\n  hang_timeout: 9",
-		  "key 'launcher.hang_timeout': expected an integer "
-		  "from 10 to 86400",
+		  "key 'launcher.hang_timeout': expected a duration from 10 to 86400 seconds "
+		  "(S, M:S, H:M:S, D-H, D-H:M or D-H:M:S), got '9'; out of range",
 		  NULL },
 		{ "launcher:\n  hang_timeout: 86401", "from 10 to 86400", NULL },
+		{ "launcher:\n  hang_timeout: 1-00:00:01", "from 10 to 86400 seconds",
+		  "out of range" },
+		{ "launcher:\n  hang_timeout: 10:60", "expected a duration", "got '10:60'" },
+		{ "launcher:\n  hang_timeout: 1-24", "expected a duration", "got '1-24'" },
+		{ "launcher:\n  hang_timeout: 10m", "expected a duration", "got '10m'" },
+		{ "launcher:\n  hang_timeout: [60]", "expected a duration", NULL },
 		{ "launcher:\n  max_restarts: -1",
 		  "key 'launcher.max_restarts': expected an integer "
 		  "from 0 to 1000",
@@ -612,11 +630,71 @@ static void test_edge_values(void **state)
 	assert_int_equal(conf.launcher.max_restarts, 0);
 	assert_string_equal(conf.ckptd.address, "");
 	phx_conf_free(&conf);
+	/* Durations as Slurm writes times; a bare number is seconds. */
+	assert_int_equal(load("launcher:\n  hang_timeout: 10:00\n  straggler_window: 1-00:00:00\n"
+			      "recovery:\n  fault_window: 2-12\n  slurm_poll: '0:05'\n"
+			      "check:\n  timeout: 1:30:00\n  nccl_timeout: 90\n"
+			      "ckptd:\n  interval_seconds: 6-23:30\n",
+			      &conf),
+			 0);
+	assert_int_equal(conf.launcher.hang_timeout_s, 600);
+	assert_int_equal(conf.launcher.straggler_window_s, 86400);
+	assert_int_equal(conf.recovery.fault_window_s, 216000);
+	assert_int_equal(conf.recovery.slurm_poll_s, 5);
+	assert_int_equal(conf.check.timeout_s, 5400);
+	assert_int_equal(conf.check.nccl_timeout_s, 90);
+	assert_int_equal(conf.ckptd.interval_seconds, 603000);
+	phx_conf_free(&conf);
 	/* yes/on are booleans only where a boolean is expected. */
 	assert_int_equal(load("health: {enabled: off, drain_on_failure: yes}\n", &conf), 0);
 	assert_false(conf.health.enabled);
 	assert_true(conf.health.drain_on_failure);
 	phx_conf_free(&conf);
+}
+
+/* Slurm's time forms (sbatch(1) --time), except that a bare number is seconds. */
+static void test_duration_forms(void **state)
+{
+	static const struct {
+		const char *text;
+		long long seconds;
+	} cases[] = {
+		{ "0", 0 },
+		{ "90", 90 },
+		{ "007", 7 },
+		{ "10:00", 600 },
+		{ "90:59", 5459 },
+		{ "1:30:00", 5400 },
+		{ "100:00:00", 360000 },
+		{ "2-12", 216000 },
+		{ "2-12:30", 217800 },
+		{ "1-00:00:00", 86400 },
+		{ "999999999", 999999999 },
+		{ "999999999-23:59:59", 999999999LL * 86400 + 86399 },
+		{ "", -1 },
+		{ "1000000000", -1 },
+		{ "10:", -1 },
+		{ ":10", -1 },
+		{ "1:60", -1 },
+		{ "1:60:00", -1 },
+		{ "1:2:3:4", -1 },
+		{ "1-24", -1 },
+		{ "1-", -1 },
+		{ "-1", -1 },
+		{ "1-2-3", -1 },
+		{ "1-2:3:4:5", -1 },
+		{ "1.5", -1 },
+		{ " 10", -1 },
+		{ "10s", -1 },
+		{ "+10", -1 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (phx_duration_parse(cases[i].text) != cases[i].seconds)
+			fail_msg("'%s': %lld, expected %lld", cases[i].text,
+				 phx_duration_parse(cases[i].text), cases[i].seconds);
+	assert_int_equal(phx_duration_parse(NULL), -1);
 }
 
 static void test_hostile_input(void **state)
@@ -681,8 +759,8 @@ static void test_never_half_applied(void **state)
 
 	/* Good values before the bad one are dropped with it. */
 	refused_exact("log_level: debug\nkey_file: /k\nhealth:\n  enabled: false\n  timeout: 0\n",
-		      "t.yaml:5:12: key 'health.timeout': expected an integer from 1 to 3600, "
-		      "got '0'; out of range");
+		      "t.yaml:5:12: key 'health.timeout': expected a duration from 1 to 3600 "
+		      "seconds (S, M:S, H:M:S, D-H, D-H:M or D-H:M:S), got '0'; out of range");
 	/* A failed load over a loaded conf leaves defaults and no leak. */
 	assert_int_equal(load(full, &conf), 0);
 	phx_conf_free(&conf);
@@ -903,6 +981,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_keys),
 		cmocka_unit_test(test_bad_values),
 		cmocka_unit_test(test_edge_values),
+		cmocka_unit_test(test_duration_forms),
 		cmocka_unit_test(test_hostile_input),
 		cmocka_unit_test(test_never_half_applied),
 		cmocka_unit_test(test_load_file),
