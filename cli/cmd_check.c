@@ -20,6 +20,7 @@
 
 #include <json-c/json.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/hostlist.h"
 #include "common/log.h"
@@ -45,12 +46,9 @@ struct check_args {
 
 static int parse_timeout(const char *s, int *out)
 {
-	char *end;
-	long v;
+	long long v = phx_duration_parse(s);
 
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < 1 || v > 86400)
+	if (v < 1 || v > 86400)
 		return -1;
 	*out = (int)v;
 	return 0;
@@ -90,8 +88,8 @@ static int parse_args(int argc, char **argv, struct check_args *a)
 			break;
 		case 't':
 			if (parse_timeout(optarg, &a->timeout_s) < 0) {
-				phx_error("check: --timeout '%s' is not a number of seconds "
-					  "from 1 to 86400",
+				phx_error("check: --timeout '%s' is not a duration of 1 to 86400 "
+					  "seconds (S, M:S, H:M:S or D-H:M:S)",
 					  optarg);
 				return 2;
 			}

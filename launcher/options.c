@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "launcher/options.h"
 #include "launcher/role.h"
@@ -100,7 +101,8 @@ void phx_launch_usage(FILE *out)
 		"driver's preflight)\n",
 		PHX_CONF_DEFAULT_PATH);
 	phx_driver_usage(out);
-	fprintf(out, "\nSee phalanx-launch(1).\n");
+	fprintf(out, "\nSECONDS and S take Slurm's time forms too: 90, 10:00, 1:30:00, "
+		     "1-00:00:00.\nSee phalanx-launch(1).\n");
 }
 
 static int parse_int(const char *opt, const char *s, long min, long max, int *out, char *err,
@@ -113,6 +115,21 @@ static int parse_int(const char *opt, const char *s, long min, long max, int *ou
 	if (!*s || *end || v < min || v > max)
 		return phx_errf(err, errlen, "--%s '%s' is not a whole number in %ld..%ld", opt, s,
 				min, max);
+	*out = (int)v;
+	return 0;
+}
+
+/* A duration (phx_duration_parse(): 90, 10:00, 1-00:00:00) of min to max seconds. */
+static int parse_seconds(const char *opt, const char *s, long min, long max, int *out, char *err,
+			 size_t errlen)
+{
+	long long v = phx_duration_parse(s);
+
+	if (v < min || v > max)
+		return phx_errf(err, errlen,
+				"--%s '%s' is not a duration of %ld to %ld seconds (S, M:S, H:M:S "
+				"or D-H:M:S)",
+				opt, s, min, max);
 	*out = (int)v;
 	return 0;
 }
@@ -206,16 +223,17 @@ static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *er
 			return phx_errf(err, errlen, "--place '%s': use topo or block", arg);
 		return 0;
 	case OPT_HANG:
-		return parse_int("hang-timeout", arg, 1, 86400, &o->hang_timeout_s, err, errlen);
+		return parse_seconds("hang-timeout", arg, 1, 86400, &o->hang_timeout_s, err,
+				     errlen);
 	case OPT_RESTARTS:
 		return parse_int("max-restarts", arg, 0, 1000, &o->max_restarts, err, errlen);
 	case OPT_TERM:
-		return parse_int("term-timeout", arg, 0, 3600, &o->term_timeout_s, err, errlen);
+		return parse_seconds("term-timeout", arg, 0, 3600, &o->term_timeout_s, err, errlen);
 	case OPT_SYNC:
 		return parse_int("sync-interval-ms", arg, 10, 60000, &o->sync_ms, err, errlen);
 	case OPT_EVIDENCE:
-		return parse_int("evidence-timeout", arg, 1, 600, &o->evidence_timeout_s, err,
-				 errlen);
+		return parse_seconds("evidence-timeout", arg, 1, 600, &o->evidence_timeout_s, err,
+				     errlen);
 	case OPT_LOGDIR:
 		if (!*arg)
 			return phx_errf(err, errlen, "--log-dir needs a directory");
@@ -235,13 +253,14 @@ static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *er
 	case OPT_PREEMPT_SIG:
 		return parse_signal(arg, &o->preempt_sig, err, errlen);
 	case OPT_PREEMPT_GRACE:
-		return parse_int("preempt-grace", arg, 0, 86400, &o->preempt_grace_s, err, errlen);
+		return parse_seconds("preempt-grace", arg, 0, 86400, &o->preempt_grace_s, err,
+				     errlen);
 	case OPT_STRAGGLER:
 		return parse_int("straggler-threshold", arg, 0, 100000, &o->straggler_pct, err,
 				 errlen);
 	case OPT_STRAGGLER_WINDOW:
-		return parse_int("straggler-window", arg, 1, 86400, &o->straggler_window_s, err,
-				 errlen);
+		return parse_seconds("straggler-window", arg, 1, 86400, &o->straggler_window_s, err,
+				     errlen);
 	case OPT_SLOW_NODES:
 		if (strpbrk(arg, " \t\n"))
 			return phx_errf(err, errlen,

@@ -58,6 +58,34 @@ static void test_agent_with_command(void **state)
 	assert_string_equal(o.argv[2], "--steps");
 }
 
+/* Durations as Slurm writes times; a bare number is seconds. */
+static void test_durations(void **state)
+{
+	char *argv[] = { "phalanx-launch",
+			 "--agent",
+			 "--hang-timeout",
+			 "10:00",
+			 "--term-timeout",
+			 "90",
+			 "--evidence-timeout",
+			 "0:30",
+			 "--preempt-grace",
+			 "1-00:00:00",
+			 "--straggler-window",
+			 "1:00:00",
+			 "true",
+			 NULL };
+	struct phx_launch_opts o;
+	char err[512];
+
+	assert_int_equal(parse(argv, NARGS(argv), &o, err), 0);
+	assert_int_equal(o.hang_timeout_s, 600);
+	assert_int_equal(o.term_timeout_s, 90);
+	assert_int_equal(o.evidence_timeout_s, 30);
+	assert_int_equal(o.preempt_grace_s, 86400);
+	assert_int_equal(o.straggler_window_s, 3600);
+}
+
 static void test_command_without_dashes(void **state)
 {
 	char *argv[] = { "phalanx-launch", "--agent", "env", "--version", NULL };
@@ -109,6 +137,8 @@ static void test_refusals(void **state)
 	char *bad_n2[] = { "phalanx-launch", "--agent", "--nproc-per-node", "2x", "true", NULL };
 	char *bad_place[] = { "phalanx-launch", "--agent", "--place", "off", "true", NULL };
 	char *bad_hang[] = { "phalanx-launch", "--agent", "--hang-timeout", "-3", "true", NULL };
+	char *bad_grace[] = { "phalanx-launch", "--agent", "--preempt-grace",
+			      "1-00:00:01",	"true",	   NULL };
 	char *unknown[] = { "phalanx-launch", "--agent", "--bogus", "true", NULL };
 	char *missing[] = { "phalanx-launch", "--agent", "--max-restarts", NULL };
 	char *bad_id[] = { "phalanx-launch", "--agent", "--run-id", "a b", "true", NULL };
@@ -118,7 +148,9 @@ static void test_refusals(void **state)
 	expect_error(bad_n, NARGS(bad_n), "--nproc-per-node '0'");
 	expect_error(bad_n2, NARGS(bad_n2), "--nproc-per-node '2x'");
 	expect_error(bad_place, NARGS(bad_place), "topo or block");
-	expect_error(bad_hang, NARGS(bad_hang), "--hang-timeout");
+	expect_error(bad_hang, NARGS(bad_hang),
+		     "--hang-timeout '-3' is not a duration of 1 to 86400");
+	expect_error(bad_grace, NARGS(bad_grace), "--preempt-grace '1-00:00:01'");
 	expect_error(unknown, NARGS(unknown), "--bogus");
 	expect_error(missing, NARGS(missing), "--max-restarts");
 	expect_error(bad_id, NARGS(bad_id), "one word");
@@ -142,6 +174,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agent_with_command),
+		cmocka_unit_test(test_durations),
 		cmocka_unit_test(test_command_without_dashes),
 		cmocka_unit_test(test_conf_fills_defaults),
 		cmocka_unit_test(test_refusals),
