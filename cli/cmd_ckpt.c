@@ -29,11 +29,10 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 
-static const char ckpt_usage[] =
-	"usage: phalanx ckpt ls [--job JOB] [--json] [--socket PATH]\n"
-	"       phalanx ckpt verify JOB [GEN] [--threads N] [--socket PATH]\n"
-	"       phalanx ckpt rm JOB GEN|all [--socket PATH]\n";
-static const char status_usage[] = "usage: phalanx status [--json] [--socket PATH]\n";
+const char phx_ckpt_usage[] = "usage: phalanx ckpt ls [--job JOB] [--json] [--socket PATH]\n"
+			      "       phalanx ckpt verify JOB [GEN] [--threads N] [--socket PATH]\n"
+			      "       phalanx ckpt rm JOB GEN|all [--socket PATH]\n";
+const char phx_status_usage[] = "usage: phalanx status [--json] [--socket PATH]\n";
 
 static int parse_u64(const char *s, uint64_t min, uint64_t *out)
 {
@@ -455,27 +454,27 @@ int phx_cmd_ckpt(int argc, char **argv)
 	int rc;
 
 	if (strcmp(sub, "ls") && strcmp(sub, "verify") && strcmp(sub, "rm")) {
-		phx_error("ckpt: expected ls, verify or rm\n%s", ckpt_usage);
+		phx_error("ckpt: expected ls, verify or rm\n%s", phx_ckpt_usage);
 		return 2;
 	}
-	rc = parse_common("ckpt", ckpt_usage, argc - 1, argv + 1, &o);
+	rc = parse_common("ckpt", phx_ckpt_usage, argc - 1, argv + 1, &o);
 	if (rc)
 		return rc;
 	argc--, argv++;
 	if (!strcmp(sub, "ls")) {
-		rc = phx_cli_no_arguments("ckpt ls", argc, argv, ckpt_usage);
+		rc = phx_cli_no_arguments("ckpt ls", argc, argv, phx_ckpt_usage);
 	} else if (optind >= argc || parse_u64(argv[optind], 1, &job) < 0 || job > UINT32_MAX) {
-		phx_error("ckpt %s: name a job id\n%s", sub, ckpt_usage);
+		phx_error("ckpt %s: name a job id\n%s", sub, phx_ckpt_usage);
 		rc = 2;
 	} else if (!strcmp(sub, "rm") &&
 		   (optind + 2 != argc || (strcmp(argv[optind + 1], "all") &&
 					   parse_u64(argv[optind + 1], 1, &gen) < 0))) {
-		phx_error("ckpt rm: name a job and a generation (or 'all')\n%s", ckpt_usage);
+		phx_error("ckpt rm: name a job and a generation (or 'all')\n%s", phx_ckpt_usage);
 		rc = 2;
 	} else if (!strcmp(sub, "verify") &&
 		   (optind + 2 < argc ||
 		    (optind + 1 < argc && parse_u64(argv[optind + 1], 1, &gen) < 0))) {
-		phx_error("ckpt verify: name a job and at most one generation\n%s", ckpt_usage);
+		phx_error("ckpt verify: name a job and at most one generation\n%s", phx_ckpt_usage);
 		rc = 2;
 	}
 	if (rc)
@@ -499,9 +498,9 @@ int phx_cmd_status(int argc, char **argv)
 	struct common_opts o = { 0 };
 	struct phx_ckptd_admin a = { .fd = -1 };
 	struct phx_conf conf = { 0 };
-	int rc = parse_common("status", status_usage, argc, argv, &o);
+	int rc = parse_common("status", phx_status_usage, argc, argv, &o);
 
-	if (rc || (rc = phx_cli_no_arguments("status", argc, argv, status_usage)))
+	if (rc || (rc = phx_cli_no_arguments("status", argc, argv, phx_status_usage)))
 		return rc;
 	rc = 1;
 	if (phx_ckptd_open(&a, o.socket ? o.socket : phx_ckptd_default_socket(&conf)) == 0)

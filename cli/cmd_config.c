@@ -9,6 +9,9 @@
 #include "common/log.h"
 #include "cli/commands.h"
 
+const char phx_config_usage[] =
+	"usage: phalanx config check|show [FILE] (default FILE: " PHX_CONF_DEFAULT_PATH ")\n";
+
 int phx_cmd_config(int argc, char **argv)
 {
 	const char *path = PHX_CONF_DEFAULT_PATH;
@@ -17,7 +20,7 @@ int phx_cmd_config(int argc, char **argv)
 	bool show;
 
 	if (argc < 2 || argc > 3 || (strcmp(argv[1], "check") && strcmp(argv[1], "show"))) {
-		phx_error("usage: phalanx config check|show [FILE] (default FILE: %s)", path);
+		phx_error("%s", phx_config_usage);
 		return 2;
 	}
 	show = !strcmp(argv[1], "show");

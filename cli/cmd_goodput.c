@@ -21,7 +21,7 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 
-static const char usage[] =
+const char phx_goodput_usage[] =
 	"usage: phalanx goodput JOB [--json] [--socket PATH]\n"
 	"       phalanx goodput --model [--gpus N] [--stall S] [--mttr S]\n"
 	"                       [--failure-rate FAILURES/DAYS/GPUS | PER_GPU_HOUR] [--json]\n";
@@ -104,7 +104,7 @@ static int parse(int argc, char **argv, struct opts *o)
 
 			if (parse_pos(optarg, v) < 0) {
 				phx_error("goodput: %s '%s' must be a number above 0\n%s",
-					  argv[optind - 1], optarg, usage);
+					  argv[optind - 1], optarg, phx_goodput_usage);
 				return 2;
 			}
 			break;
@@ -114,17 +114,17 @@ static int parse(int argc, char **argv, struct opts *o)
 				phx_error("goodput: --failure-rate '%s' is neither "
 					  "FAILURES/DAYS/GPUS "
 					  "(e.g. 419/54/16384) nor failures per GPU-hour\n%s",
-					  optarg, usage);
+					  optarg, phx_goodput_usage);
 				return 2;
 			}
 			break;
 		default:
-			return phx_cli_option_error("goodput", c, argv, usage);
+			return phx_cli_option_error("goodput", c, argv, phx_goodput_usage);
 		}
 	}
 	if (!o->model && (o->gpus || o->stall || o->mttr || o->rate)) {
 		phx_error("goodput: --gpus, --stall, --mttr and --failure-rate go with --model\n%s",
-			  usage);
+			  phx_goodput_usage);
 		return 2;
 	}
 	return 0;
@@ -241,16 +241,17 @@ int phx_cmd_goodput(int argc, char **argv)
 		return rc;
 	if (o.model)
 		return optind == argc ? do_model(&o)
-				      : phx_cli_no_arguments("goodput --model", argc, argv, usage);
+				      : phx_cli_no_arguments("goodput --model", argc, argv,
+							     phx_goodput_usage);
 	if (optind + 1 != argc) {
-		phx_error("goodput: name one job id, or --model\n%s", usage);
+		phx_error("goodput: name one job id, or --model\n%s", phx_goodput_usage);
 		return 2;
 	}
 	errno = 0;
 	job = strtoull(argv[optind], &end, 10);
 	if (*end || errno || !job || job > UINT32_MAX || argv[optind][0] < '0' ||
 	    argv[optind][0] > '9') {
-		phx_error("goodput: '%s' is not a job id\n%s", argv[optind], usage);
+		phx_error("goodput: '%s' is not a job id\n%s", argv[optind], phx_goodput_usage);
 		return 2;
 	}
 	req = phx_wire_new(PHX_MSG_GOODPUT);

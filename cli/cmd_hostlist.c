@@ -39,12 +39,15 @@ static int compress(int n, char **names)
 	return 0;
 }
 
+const char phx_hostlist_usage[] =
+	"usage: phalanx hostlist expand EXPR | phalanx hostlist compress NAME...\n";
+
 int phx_cmd_hostlist(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "expand"))
 		return expand(argv[2]);
 	if (argc >= 3 && !strcmp(argv[1], "compress"))
 		return compress(argc - 2, argv + 2);
-	phx_error("usage: phalanx hostlist expand EXPR | phalanx hostlist compress NAME...");
+	phx_error("%s", phx_hostlist_usage);
 	return 2;
 }

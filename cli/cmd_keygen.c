@@ -13,6 +13,9 @@
 #include "common/token.h"
 #include "cli/commands.h"
 
+const char phx_keygen_usage[] =
+	"usage: phalanx keygen [--force] [FILE] (default: key_file of phalanx.yaml)\n";
+
 int phx_cmd_keygen(int argc, char **argv)
 {
 	struct phx_conf conf;
@@ -27,8 +30,7 @@ int phx_cmd_keygen(int argc, char **argv)
 		else if (argv[i][0] != '-' && !path)
 			path = argv[i];
 		else {
-			phx_error("usage: phalanx keygen [--force] [FILE] (default: key_file of "
-				  "phalanx.yaml)");
+			phx_error("%s", phx_keygen_usage);
 			return 2;
 		}
 	}

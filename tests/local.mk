@@ -1,3 +1,6 @@
+# Every subcommand of phalanx answers --help.
+TESTS += tests/cli/help
+EXTRA_DIST += tests/cli/help
 # Cluster tests need root and a lab cluster: run by tests/quickstart, not by
 # 'make check'. The PMIx probe is built with the tests.
 check_PROGRAMS += tests/cluster/pmix_exchange
