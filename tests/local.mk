@@ -1,6 +1,9 @@
 # Every subcommand of phalanx answers --help; config check fails where the plugin would.
 TESTS += tests/cli/help tests/cli/config
 EXTRA_DIST += tests/cli/help tests/cli/config
+# make install gives a plugstack line, plugin, unit and binaries that agree.
+TESTS += tests/install/check
+EXTRA_DIST += tests/install/check
 # Cluster tests need root and a lab cluster: run by tests/quickstart, not by
 # 'make check'. The PMIx probe is built with the tests.
 check_PROGRAMS += tests/cluster/pmix_exchange

@@ -40,3 +40,16 @@ setup()
 	wait_for 60 job_finished "$job"
 	[ "$(job_state "$job")" = COMPLETED ]
 }
+
+@test "make install puts the plugin in the PluginDir this Slurm loads plugins from" {
+	local spankdir plugindir
+	# configure's default; LIBDIR/slurm (unexpanded) when it found no PluginDir.
+	spankdir=$(sed -n 's/^spankdir = //p' "$PHX_BUILD_DIR/Makefile")
+	run scontrol show config
+	show_run
+	[ "$status" -eq 0 ]
+	plugindir=$(awk '$1 == "PluginDir" { print $3 }' <<<"$output")
+	echo "configure: $spankdir; Slurm: $plugindir"
+	[ -n "$plugindir" ]
+	[ "$(readlink -f "$spankdir")" = "$(readlink -f "$plugindir")" ]
+}
