@@ -16,6 +16,9 @@
 #include "launcher/role.h"
 
 /* The driver's options (parsed with the agent's, see options.c). */
+/* --srun-arg options one driver takes. */
+#define PHX_DRIVER_MAX_SRUN_ARGS 32
+
 struct phx_driver_opts {
 	int spares; /* nodes held back; -1: launcher.spares */
 	bool elastic; /* shrink dp when too few nodes are left */
@@ -23,6 +26,8 @@ struct phx_driver_opts {
 	int same_failure_limit; /* K; -1: launcher.same_failure_limit */
 	int drain; /* --drain-bad-nodes: 1, --no-drain-bad-nodes: 0, -1: phalanx.yaml */
 	const char *srun; /* NULL: "srun" */
+	const char *srun_args[PHX_DRIVER_MAX_SRUN_ARGS]; /* --srun-arg, in order */
+	size_t n_srun_args;
 	int preflight; /* --preflight: 1, --no-preflight: 0, -1: launcher.preflight */
 	const char *preflight_results; /* judge these recorded results instead of measuring */
 	bool any; /* a driver option was given */
@@ -40,10 +45,11 @@ enum {
 	PHX_DOPT_PREFLIGHT,
 	PHX_DOPT_NO_PREFLIGHT,
 	PHX_DOPT_PREFLIGHT_RESULTS,
+	PHX_DOPT_SRUN_ARG,
 };
 
 /* The driver's entries of getopt's table (no terminator). */
-#define PHX_DRIVER_NOPTS 10
+#define PHX_DRIVER_NOPTS 11
 extern const struct option phx_driver_long_opts[PHX_DRIVER_NOPTS];
 
 /* One driver option; 0, or -1 with the reason in err. */

@@ -20,6 +20,7 @@ const struct option phx_driver_long_opts[PHX_DRIVER_NOPTS] = {
 	{ "preflight", no_argument, NULL, PHX_DOPT_PREFLIGHT },
 	{ "no-preflight", no_argument, NULL, PHX_DOPT_NO_PREFLIGHT },
 	{ "preflight-results", required_argument, NULL, PHX_DOPT_PREFLIGHT_RESULTS },
+	{ "srun-arg", required_argument, NULL, PHX_DOPT_SRUN_ARG },
 };
 
 void phx_driver_defaults(struct phx_driver_opts *d)
@@ -44,6 +45,8 @@ void phx_driver_usage(FILE *out)
 		"  --drain-bad-nodes       drain nodes found bad (needs Slurm operator rights)\n"
 		"  --no-drain-bad-nodes    do not, whatever phalanx.yaml says\n"
 		"  --srun PATH             the srun to run (default: srun from PATH)\n"
+		"  --srun-arg OPT          an option for the srun of each step, e.g.\n"
+		"                          --srun-arg=--container-image=IMG (repeatable)\n"
 		"  --preflight             GPU/NCCL check of the nodes before they are used\n"
 		"  --no-preflight          no check, whatever phalanx.yaml says\n"
 		"  --preflight-results F   judge the check results recorded in F (implies "
@@ -60,6 +63,41 @@ static int count(const char *opt, const char *s, long min, long max, int *out, c
 		return phx_errf(err, errlen, "--%s '%s' is not a whole number in %ld..%ld", opt, s,
 				min, max);
 	*out = (int)v;
+	return 0;
+}
+
+/*
+ * The srun options that shape the step: the driver sets them for each
+ * step (its nodes, one agent per node), so a user's would break it.
+ */
+static const char *const step_shape[] = {
+	"-N",	      "--nodes", "-n",	      "--ntasks",  "--ntasks-per-node", "-w",
+	"--nodelist", "-x",	 "--exclude", "--overlap", "--jobid",		NULL
+};
+
+static int add_srun_arg(struct phx_driver_opts *d, const char *arg, char *err, size_t errlen)
+{
+	size_t len = strcspn(arg, "=");
+
+	if (arg[0] != '-')
+		return phx_errf(
+			err, errlen,
+			"--srun-arg '%s' is not an srun option; write --srun-arg=--opt=value", arg);
+	for (size_t i = 0; step_shape[i]; i++) {
+		size_t n = strlen(step_shape[i]);
+
+		/* "-N2" as well as "--nodes=2". */
+		if (!strncmp(arg, step_shape[i], n) && (arg[1] != '-' || len == n))
+			return phx_errf(
+				err, errlen,
+				"--srun-arg '%s': phalanx-launch sets %s for each step itself; "
+				"size the step with sbatch and --spares",
+				arg, step_shape[i]);
+	}
+	if (d->n_srun_args == PHX_DRIVER_MAX_SRUN_ARGS)
+		return phx_errf(err, errlen, "more than %d --srun-arg options",
+				PHX_DRIVER_MAX_SRUN_ARGS);
+	d->srun_args[d->n_srun_args++] = arg;
 	return 0;
 }
 
@@ -103,6 +141,8 @@ int phx_driver_parse_one(int c, const char *arg, struct phx_driver_opts *d, char
 		d->preflight_results = arg;
 		d->preflight = 1;
 		return 0;
+	case PHX_DOPT_SRUN_ARG:
+		return add_srun_arg(d, arg, err, errlen);
 	}
 	return phx_errf(err, errlen, "unknown option; run 'phalanx-launch --help'");
 }

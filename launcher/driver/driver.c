@@ -57,6 +57,8 @@ struct driver {
 	struct phx_drv_state st;
 	bool drain;
 	const char *srun;
+	const char *const *srun_args; /* the user's, for each step's srun */
+	size_t n_srun_args;
 	char self[PATH_MAX];
 	int sig_fd;
 	int stop_sig;
@@ -360,7 +362,7 @@ static void exec_srun(struct driver *dr, const struct step *s, const char *list,
 	snprintf(nodelist, sizeof(nodelist), "--nodelist=%s", list);
 	agent = phx_driver_agent_args(dr->argc, dr->argv,
 				      dr->st.layout_now[0] ? dr->st.layout_now : NULL, &an);
-	av = calloc((size_t)an + 18, sizeof(*av));
+	av = calloc((size_t)an + 18 + dr->n_srun_args, sizeof(*av));
 	/* The slow nodes among the step's, for the agents' placement. */
 	slow = flagged_list(dr, dr->slow, s->idx, s->n);
 	if (!agent || !av)
@@ -375,6 +377,9 @@ static void exec_srun(struct driver *dr, const struct step *s, const char *list,
 	av[k++] = nodelist;
 	/* A step that lost a node may hold its CPUs until Slurm hears of it. */
 	av[k++] = "--overlap";
+	/* After the driver's own: srun takes the last of an option (--mpi=pmix_v5). */
+	for (size_t i = 0; i < dr->n_srun_args; i++)
+		av[k++] = (char *)dr->srun_args[i];
 	av[k++] = dr->self;
 	av[k++] = "--agent";
 	if (slow) {
@@ -978,6 +983,8 @@ static int setup(struct driver *dr, const struct phx_conf *conf)
 							     : conf->launcher.same_failure_limit);
 	dr->drain = o->driver.drain >= 0 ? o->driver.drain : conf->launcher.drain_bad_nodes;
 	dr->srun = o->driver.srun ? o->driver.srun : "srun";
+	dr->srun_args = o->driver.srun_args;
+	dr->n_srun_args = o->driver.n_srun_args;
 	dr->conf = conf;
 	dr->preflight = o->driver.preflight >= 0 ? o->driver.preflight : conf->launcher.preflight;
 	dr->pf_results = o->driver.preflight_results;

@@ -69,6 +69,15 @@ train()
 	has '^driver exit 0$'
 }
 
+@test "--srun-arg options reach the srun of each step: srun's --export sets the workers' environment" {
+	submit 2 --nproc-per-node 2 --srun-arg=--export=ALL,PHX_FROM_SRUN_ARG=seen -- \
+		/bin/sh -c 'echo "rank $RANK sees PHX_FROM_SRUN_ARG=${PHX_FROM_SRUN_ARG:-nothing}"'
+	wait_for 120 job_finished "$JOB"
+	show_job
+	[ "$(grep -c '^rank [0-3] sees PHX_FROM_SRUN_ARG=seen$' "$OUT")" -eq 4 ]
+	has '^driver exit 0$'
+}
+
 # no_proc_in I PATTERN: no process of node I has PATTERN in its command line.
 no_proc_in()
 {

@@ -79,6 +79,58 @@ static void test_driver_defaults_and_refusals(void **state)
 	assert_non_null(strstr(err, "--spares '-1'"));
 }
 
+/*
+ * --srun-arg: passed to each step's srun in order, never to the agents; the
+ * step's shape stays the driver's.
+ */
+static void test_srun_args(void **state)
+{
+	char *argv[] = { "phalanx-launch",
+			 "--srun-arg=--container-image=nvcr.io#nvidia/pytorch:24.10-py3",
+			 "--srun-arg",
+			 "--cpu-bind=none",
+			 "--srun-arg=--mpi=pmix_v5",
+			 "--",
+			 "python",
+			 NULL };
+	static const char *const refused[] = {
+		"-N2",	   "--nodes=3",	   "-n4",	  "--ntasks=2", "--ntasks-per-node=2",
+		"-wnode1", "--nodelist=a", "--exclude=b", "--overlap",	"container",
+		NULL
+	};
+	char *ok[] = { "phalanx-launch", "--srun-arg=--network=sn_all",
+		       "--srun-arg=-l",	 "--",
+		       "true",		 NULL };
+	struct phx_launch_opts o;
+	char err[512], opt[64];
+	char **v;
+	int n;
+
+	(void)state;
+	assert_int_equal(phx_launch_parse(NARGS(argv), argv, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.driver.n_srun_args, 3);
+	assert_string_equal(o.driver.srun_args[0],
+			    "--container-image=nvcr.io#nvidia/pytorch:24.10-py3");
+	assert_string_equal(o.driver.srun_args[1], "--cpu-bind=none");
+	assert_string_equal(o.driver.srun_args[2], "--mpi=pmix_v5");
+	v = phx_driver_agent_args(NARGS(argv) - 1, argv + 1, NULL, &n);
+	assert_non_null(v);
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0], "--");
+	free(v);
+	for (size_t i = 0; refused[i]; i++) {
+		char *bad[] = { "phalanx-launch", opt, "--", "true", NULL };
+
+		snprintf(opt, sizeof(opt), "--srun-arg=%s", refused[i]);
+		assert_int_equal(phx_launch_parse(NARGS(bad), bad, &o, err, sizeof(err)), -1);
+		if (!strstr(err, refused[i]))
+			fail_msg("'%s': %s", refused[i], err);
+	}
+	/* Names like theirs that do not shape the step pass. */
+	assert_int_equal(phx_launch_parse(NARGS(ok), ok, &o, err, sizeof(err)), 0);
+	assert_int_equal(o.driver.n_srun_args, 2);
+}
+
 static void test_agent_args(void **state)
 {
 	char *argv[] = { "--spares", "1",	  "--nproc-per-node",	"2",	  "--elastic",
@@ -520,6 +572,7 @@ int main(void)
 		cmocka_unit_test(test_driver_options),
 		cmocka_unit_test(test_driver_defaults_and_refusals),
 		cmocka_unit_test(test_agent_args),
+		cmocka_unit_test(test_srun_args),
 		cmocka_unit_test(test_mode),
 		cmocka_unit_test(test_result_round_trip),
 		cmocka_unit_test(test_result_refusals),
