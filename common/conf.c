@@ -752,6 +752,36 @@ static int finish(struct phx_ydoc *doc, int rc, struct phx_conf *conf, char *err
 	return 0;
 }
 
+int phx_conf_override(struct phx_conf *conf, const char *key, const char *value, const char *origin,
+		      char *err, size_t errlen)
+{
+	const struct conf_key *k = find_key(key);
+	struct phx_ynode top = { .type = PHX_YMAP, .line = 1, .column = 1 };
+	struct phx_ynode node = { .type = PHX_YSCALAR,
+				  .line = 1,
+				  .column = 1,
+				  .key = (char *)key,
+				  .value = (char *)value,
+				  .parent = &top };
+	struct phx_ydoc doc = { .name = (char *)origin, .root = &top };
+	struct loader l = { .doc = &doc, .conf = conf, .err = err, .errlen = errlen };
+	const char *what;
+
+	if (!k || k->type == K_SKIP)
+		return phx_errf(err, errlen, "%s: no key '%s'", origin, key);
+	if (apply(&l, k, &node) == 0)
+		return 0;
+	/* "ORIGIN:1:1: key ..." from the loader: the line of no file. */
+	what = strstr(err, "key '");
+	if (what && what != err) {
+		char why[1024];
+
+		snprintf(why, sizeof(why), "%s", what);
+		phx_errf(err, errlen, "%s: %s", origin, why);
+	}
+	return -1;
+}
+
 int phx_conf_load_file(const char *path, struct phx_conf *conf, char *err, size_t errlen)
 {
 	struct phx_ydoc *doc;

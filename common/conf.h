@@ -123,6 +123,14 @@ const char *phx_tristate_name(enum phx_tristate v);
 int phx_place_mode_parse(const char *s, enum phx_place_mode *mode);
 int phx_isolate_mode_parse(const char *s, enum phx_isolate_mode *mode);
 
+/*
+ * Sets one key (its full name, "checkpoint.keep") to value as a plain YAML
+ * scalar with the same checks as in a file; origin names where it came
+ * from in err ("--keep"). 0, or -1 with conf unchanged.
+ */
+int phx_conf_override(struct phx_conf *conf, const char *key, const char *value, const char *origin,
+		      char *err, size_t errlen);
+
 /* Fills in the documented defaults; returns 0 or -1 (out of memory). */
 int phx_conf_defaults(struct phx_conf *conf);
 /* Defaults, then the file. On error conf holds defaults only and err says why. */

@@ -357,6 +357,12 @@ int main(int argc, char **argv)
 		return PHX_EXIT_USAGE;
 	}
 	phx_log_set_level(a.conf.log_level);
+	if (phx_launch_override_conf(&o, &a.conf, err, sizeof(err)) < 0) {
+		phx_error("%s", err);
+		phx_conf_free(&a.conf);
+		phx_launch_opts_free(&o);
+		return PHX_EXIT_USAGE;
+	}
 	phx_launch_apply_conf(&o, &a.conf);
 	if (mode == 1) {
 		rc = phx_driver_main(&o, &a.conf, argc, argv);

@@ -33,6 +33,9 @@ enum {
 	OPT_STRAGGLER,
 	OPT_STRAGGLER_WINDOW,
 	OPT_SLOW_NODES,
+	OPT_CKPT_DIR,
+	OPT_SAVE_INTERVAL,
+	OPT_KEEP,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -56,6 +59,9 @@ static const struct option agent_opts[] = {
 	{ "straggler-threshold", required_argument, NULL, OPT_STRAGGLER },
 	{ "straggler-window", required_argument, NULL, OPT_STRAGGLER_WINDOW },
 	{ "slow-nodes", required_argument, NULL, OPT_SLOW_NODES },
+	{ "ckpt-dir", required_argument, NULL, OPT_CKPT_DIR },
+	{ "save-interval", required_argument, NULL, OPT_SAVE_INTERVAL },
+	{ "keep", required_argument, NULL, OPT_KEEP },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 };
@@ -97,6 +103,9 @@ void phx_launch_usage(FILE *out)
 		"  --straggler-threshold P a rank P%% slower than its role's median step time\n"
 		"                          is a straggler (0: off)\n"
 		"  --straggler-window S    seconds of steps the step time is measured over\n"
+		"  --ckpt-dir DIR          this job's checkpoint.shared_dir (may hold %%j, %%u)\n"
+		"  --save-interval STEPS   this job's checkpoint.interval\n"
+		"  --keep N                this job's checkpoint.keep\n"
 		"  --slow-nodes HOSTLIST   nodes placement keeps off the critical path (the "
 		"driver's preflight)\n",
 		PHX_CONF_DEFAULT_PATH);
@@ -261,6 +270,15 @@ static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *er
 	case OPT_STRAGGLER_WINDOW:
 		return parse_seconds("straggler-window", arg, 1, 86400, &o->straggler_window_s, err,
 				     errlen);
+	case OPT_CKPT_DIR:
+		o->ckpt_dir = arg;
+		return 0;
+	case OPT_SAVE_INTERVAL:
+		o->save_interval = arg;
+		return 0;
+	case OPT_KEEP:
+		o->keep = arg;
+		return 0;
 	case OPT_SLOW_NODES:
 		if (strpbrk(arg, " \t\n"))
 			return phx_errf(err, errlen,
@@ -348,6 +366,24 @@ static int parse(int argc, char **argv, struct phx_launch_opts *o, char *err, si
 				"--spares, --elastic, --max-relaunches, --same-failure-limit, "
 				"--[no-]drain-bad-nodes and --srun are for the driver (without "
 				"--agent), not for an agent");
+	return 0;
+}
+
+int phx_launch_override_conf(const struct phx_launch_opts *o, struct phx_conf *conf, char *err,
+			     size_t errlen)
+{
+	const struct {
+		const char *value, *key, *opt;
+	} set[] = {
+		{ o->ckpt_dir, "checkpoint.shared_dir", "--ckpt-dir" },
+		{ o->save_interval, "checkpoint.interval", "--save-interval" },
+		{ o->keep, "checkpoint.keep", "--keep" },
+	};
+
+	for (size_t i = 0; i < sizeof(set) / sizeof(set[0]); i++)
+		if (set[i].value &&
+		    phx_conf_override(conf, set[i].key, set[i].value, set[i].opt, err, errlen) < 0)
+			return -1;
 	return 0;
 }
 

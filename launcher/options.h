@@ -91,6 +91,8 @@ struct phx_launch_opts {
 	int straggler_window_s; /* -1: launcher.straggler_window */
 	int straggler_min_steps; /* -1: launcher.straggler_min_steps */
 	const char *slow_nodes; /* host list placement keeps off the critical path; NULL */
+	/* The job's checkpoint settings over the site's; NULL: phalanx.yaml's. */
+	const char *ckpt_dir, *save_interval, *keep;
 	struct phx_role roles[PHX_ROLE_MAX]; /* --role, else one role "default" */
 	size_t nroles;
 	bool explicit_roles; /* --role was given */
@@ -107,5 +109,12 @@ int phx_launch_parse(int argc, char **argv, struct phx_launch_opts *o, char *err
 void phx_launch_usage(FILE *out);
 /* Fills what the options left to phalanx.yaml. */
 void phx_launch_apply_conf(struct phx_launch_opts *o, const struct phx_conf *conf);
+/*
+ * Sets the job's own checkpoint settings over the site's: --ckpt-dir
+ * (checkpoint.shared_dir), --save-interval (checkpoint.interval), --keep
+ * (checkpoint.keep), checked as in phalanx.yaml. 0 or -1 with err.
+ */
+int phx_launch_override_conf(const struct phx_launch_opts *o, struct phx_conf *conf, char *err,
+			     size_t errlen);
 
 #endif

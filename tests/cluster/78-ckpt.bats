@@ -138,6 +138,21 @@ node_local()
 	check_restores "$out1" "$out2"
 }
 
+@test "a job's own --ckpt-dir, --save-interval and --keep go over the site's" {
+	local out=$BATS_TEST_TMPDIR/run mine=$BATS_TEST_TMPDIR/mine
+	job "$out" --ckpt-dir "$mine" --save-interval 10 --keep 1 -- --steps 30
+	cat "$out"
+	# Saves every 10 steps, not the site's 5.
+	[ "$(grep -c ' saved step 30 sha256 ' "$out")" -eq 4 ]
+	[ "$(grep -c ' saved step \(5\|15\|25\) sha256 ' "$out")" -eq 0 ]
+	grep -q 'checkpoint generation 30 committed in the local tier on all 2 nodes' "$out"
+	# One generation kept, not the site's 2.
+	[ "$(ls "$(node_local 1)" | grep '^gen-' | tr '\n' ' ')" = "gen-000000000030 " ]
+	# The shared tier is the job's folder; the site's has nothing of it.
+	ls "$mine" | grep -q '^gen-'
+	[ ! -e "$SHARED" ] || [ -z "$(ls -A "$SHARED")" ]
+}
+
 @test "a worker killed at a random point: the in-job restart restores from memory" {
 	local out=$BATS_TEST_TMPDIR/run pid
 	job "$out" --max-restarts 1 -- --steps 40 --state-mb 16 &

@@ -119,6 +119,57 @@ static void test_conf_fills_defaults(void **state)
 	phx_conf_free(&conf);
 }
 
+/* The job's checkpoint settings go over the site's, checked as in phalanx.yaml. */
+static void test_job_checkpoint_settings(void **state)
+{
+	char *argv[] = { "phalanx-launch",
+			 "--ckpt-dir",
+			 "/scratch/%u/ckpt-%j",
+			 "--save-interval",
+			 "50",
+			 "--keep=5",
+			 "--",
+			 "true",
+			 NULL };
+	static const struct {
+		const char *opt, *value, *want;
+	} bad[] = {
+		{ "--keep", "0",
+		  "--keep: key 'checkpoint.keep': expected an integer from 1 to 1000, "
+		  "got '0'; out of range" },
+		{ "--save-interval", "ten", "--save-interval: key 'checkpoint.interval'" },
+		{ "--ckpt-dir", "ckpt",
+		  "--ckpt-dir: key 'checkpoint.shared_dir': expected an "
+		  "absolute path" },
+		{ "--ckpt-dir", "/ckpt/%n", "'%n' is not known here" },
+	};
+	struct phx_launch_opts o;
+	struct phx_conf conf;
+	char err[512];
+
+	(void)state;
+	assert_int_equal(phx_conf_defaults(&conf), 0);
+	assert_int_equal(parse(argv, NARGS(argv), &o, err), 0);
+	assert_int_equal(phx_launch_override_conf(&o, &conf, err, sizeof(err)), 0);
+	assert_string_equal(conf.checkpoint.shared_dir, "/scratch/%u/ckpt-%j");
+	assert_int_equal(conf.checkpoint.interval, 50);
+	assert_int_equal(conf.checkpoint.keep, 5);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *args[] = { "phalanx-launch", (char *)bad[i].opt, (char *)bad[i].value, "true",
+				 NULL };
+
+		assert_int_equal(parse(args, NARGS(args), &o, err), 0);
+		assert_int_equal(phx_launch_override_conf(&o, &conf, err, sizeof(err)), -1);
+		if (!strstr(err, bad[i].want))
+			fail_msg("%s %s: '%s' lacks '%s'", bad[i].opt, bad[i].value, err,
+				 bad[i].want);
+	}
+	/* Refused values left the settings as they were. */
+	assert_string_equal(conf.checkpoint.shared_dir, "/scratch/%u/ckpt-%j");
+	assert_int_equal(conf.checkpoint.keep, 5);
+	phx_conf_free(&conf);
+}
+
 static void expect_error(char **argv, int argc, const char *needle)
 {
 	struct phx_launch_opts o;
@@ -175,6 +226,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agent_with_command),
 		cmocka_unit_test(test_durations),
+		cmocka_unit_test(test_job_checkpoint_settings),
 		cmocka_unit_test(test_command_without_dashes),
 		cmocka_unit_test(test_conf_fills_defaults),
 		cmocka_unit_test(test_refusals),
