@@ -74,7 +74,7 @@ train()
 		/bin/sh -c 'echo "rank $RANK sees PHX_FROM_SRUN_ARG=${PHX_FROM_SRUN_ARG:-nothing}"'
 	wait_for 120 job_finished "$JOB"
 	show_job
-	[ "$(grep -c '^rank [0-3] sees PHX_FROM_SRUN_ARG=seen$' "$OUT")" -eq 4 ]
+	[ "$(grep -c '^\[rank [0-3]\] rank [0-3] sees PHX_FROM_SRUN_ARG=seen$' "$OUT")" -eq 4 ]
 	has '^driver exit 0$'
 }
 
