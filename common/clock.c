@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -11,6 +12,14 @@ uint64_t phx_now_ns(clockid_t clock)
 
 	clock_gettime(clock, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int phx_ms_until(uint64_t deadline_ns)
+{
+	uint64_t now = phx_now_ns(CLOCK_MONOTONIC);
+	uint64_t ms = deadline_ns > now ? (deadline_ns - now) / 1000000 : 0;
+
+	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
 /* Up to max decimal fields (1 to 9 digits each) split by sep into f: how many, or -1. */

@@ -9,6 +9,9 @@
 /* clock: CLOCK_MONOTONIC for deadlines and durations, CLOCK_REALTIME for wall-clock times. */
 uint64_t phx_now_ns(clockid_t clock);
 
+/* Milliseconds from now to a CLOCK_MONOTONIC deadline, 0 once it passed: a poll() timeout. */
+int phx_ms_until(uint64_t deadline_ns);
+
 /*
  * A duration as Slurm writes times, but a bare number is seconds: "90",
  * "10:00" (M:S), "1:30:00" (H:M:S), "2-12" (D-H), "2-12:30" (D-H:M),

@@ -72,10 +72,10 @@ static ssize_t recv_header(int fd, uint8_t *hdr, size_t len, int ms)
 	}
 	deadline = phx_now_ns(CLOCK_MONOTONIC) + (uint64_t)ms * 1000000;
 	for (got = 1; got < len; got += (size_t)n) {
-		int64_t left = ((int64_t)deadline - (int64_t)phx_now_ns(CLOCK_MONOTONIC)) / 1000000;
+		int left = phx_ms_until(deadline);
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 
-		if (left <= 0 || poll(&p, 1, (int)left) == 0)
+		if (left <= 0 || poll(&p, 1, left) == 0)
 			return -ETIMEDOUT;
 		n = recv(fd, hdr + got, len - got, 0);
 		if (n < 0 && errno == EINTR)

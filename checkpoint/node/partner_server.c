@@ -183,9 +183,9 @@ static int await_first_header(struct phx_partner_server *s, struct phx_partner_c
 	/* poll() wakes on a whole header (or the end), not on each trickled byte. */
 	setsockopt(conn->fd, SOL_SOCKET, SO_RCVLOWAT, &whole, sizeof(whole));
 	do {
-		int64_t left = ((int64_t)deadline - (int64_t)phx_now_ns(CLOCK_MONOTONIC)) / 1000000;
+		int left = phx_ms_until(deadline);
 
-		rc = left > 0 ? poll(&p, 1, (int)left) : 0;
+		rc = left > 0 ? poll(&p, 1, left) : 0;
 	} while (rc < 0 && errno == EINTR);
 	setsockopt(conn->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
 	if (rc > 0 && ioctl(conn->fd, FIONREAD, &n) < 0)
