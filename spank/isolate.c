@@ -32,6 +32,7 @@
 
 #include "common/gpulist.h"
 #include "common/log.h"
+#include "spank/devfilter.h"
 #include "spank/isolate.h"
 #include "spank/step.h"
 
@@ -53,6 +54,15 @@ static struct {
 	char cvd[ENV_LEN]; /* what isolation set it to */
 } iso;
 
+/* Device numbers of the node's GPU files, by GPU index: what the device filter denies. */
+static dev_t gpu_rdev[PHX_GPU_MAX];
+
+/* The cgroups slurmstepd made for its tasks' device filters, by local task id. */
+static struct {
+	unsigned n;
+	struct phx_devfilter *cg;
+} filters;
+
 /* The driver directories (PCI bus ids) of hidden GPUs. */
 struct bus_dirs {
 	unsigned n;
@@ -60,6 +70,9 @@ struct bus_dirs {
 };
 
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* slurmstepd goes over a task's decision again: the task itself reports what fails. */
+static bool quiet;
 
 /*
  * Logs "phalanx: isolation: ...". In the task, slurmstepd's errors also
@@ -73,7 +86,10 @@ static int fail(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	phx_error("isolation: %s", msg);
+	if (quiet)
+		phx_debug("isolation: %s", msg);
+	else
+		phx_error("isolation: %s", msg);
 	return -1;
 }
 
@@ -288,6 +304,7 @@ static int scan_devices(const struct phx_conf *conf, const char *node, struct ph
 				 path);
 			continue;
 		}
+		gpu_rdev[i] = st.st_rdev;
 		present->id[present->n++] = i;
 	}
 	return 0;
@@ -562,26 +579,38 @@ static int check_off(const struct phx_conf *conf, const struct phx_job_opts *opt
 		    "false); drop it, or use --phx-isolate=task or job");
 }
 
+/* Which GPUs of the node task t keeps (iso.visible) and which it must not reach. */
+static int decide(spank_t sp, const struct phx_conf *conf, const struct phx_job_opts *opts,
+		  struct task_info *t, struct phx_gpus *hidden, char *proc, size_t proc_len,
+		  struct bus_dirs *buses)
+{
+	struct phx_gpus present;
+
+	if (read_task(sp, t) < 0 || read_alloc(sp, t) < 0)
+		return -1;
+	iso.task = t->task;
+	if (phx_gpus_select(opts->isolate, &iso.alloc, (unsigned)t->task, t->ntasks, &iso.visible) <
+	    0)
+		return fail("task %d is not below the %u tasks of the node", t->task, t->ntasks);
+	if (scan_devices(conf, t->node, &present) < 0 || proc_dir(conf, proc, proc_len) < 0 ||
+	    scan_proc(proc, buses) < 0)
+		return -1;
+	phx_gpus_hidden(&present, &iso.visible, hidden);
+	return 0;
+}
+
 int phx_isolate_task(spank_t sp, const struct phx_conf *conf, const struct phx_job_opts *opts)
 {
 	static struct bus_dirs buses;
-	struct phx_gpus present, hidden;
+	struct phx_gpus hidden;
 	struct task_info t;
 	char dir[PATH_MAX];
 
 	memset(&iso, 0, sizeof(iso));
 	if (opts->isolate == PHX_ISOLATE_OFF)
 		return check_off(conf, opts) < 0 ? -1 : read_step_cvd(sp);
-	if (read_task(sp, &t) < 0 || read_alloc(sp, &t) < 0)
+	if (decide(sp, conf, opts, &t, &hidden, dir, sizeof(dir), &buses) < 0)
 		return -1;
-	iso.task = t.task;
-	if (phx_gpus_select(opts->isolate, &iso.alloc, (unsigned)t.task, t.ntasks, &iso.visible) <
-	    0)
-		return fail("task %d is not below the %u tasks of the node", t.task, t.ntasks);
-	if (scan_devices(conf, t.node, &present) < 0 || proc_dir(conf, dir, sizeof(dir)) < 0 ||
-	    scan_proc(dir, &buses) < 0)
-		return -1;
-	phx_gpus_hidden(&present, &iso.visible, &hidden);
 	if (!hidden.n && !buses.n) {
 		/* Nothing to hide: no GPU on the node, or the task may use all. */
 		log_result(&t, &hidden, opts->isolate);
@@ -596,6 +625,92 @@ int phx_isolate_task(spank_t sp, const struct phx_conf *conf, const struct phx_j
 	}
 	log_result(&t, &hidden, opts->isolate);
 	return 0;
+}
+
+/* ------------------------------------------------------------ device filter */
+
+static struct phx_devfilter *filter_slot(const struct task_info *t)
+{
+	if (!filters.cg) {
+		filters.cg = calloc(t->ntasks, sizeof(*filters.cg));
+		if (!filters.cg)
+			return NULL;
+		filters.n = t->ntasks;
+		for (unsigned i = 0; i < filters.n; i++)
+			filters.cg[i].chain_fd = -1;
+	}
+	return (unsigned)t->task < filters.n ? &filters.cg[t->task] : NULL;
+}
+
+/*
+ * The masks stop the paths a task knows; another task of the same user
+ * still reaches a masked GPU through /proc/PID/root of a task that sees
+ * it. The kernel's device check stops every path, so the hidden GPUs are
+ * also denied to the task's cgroup. What cannot be filtered is said in
+ * slurmd's log; the masks still hold.
+ */
+int phx_isolate_task_post_fork(spank_t sp, const struct phx_conf *conf,
+			       const struct phx_job_opts *opts)
+{
+	static struct bus_dirs buses;
+	struct phx_devfilter *slot;
+	struct phx_gpus hidden;
+	struct task_info t;
+	char dir[PATH_MAX], name[96], why[512];
+	dev_t deny[PHX_GPU_MAX];
+	uint32_t global;
+	pid_t pid;
+	int rc;
+
+	if (opts->isolate == PHX_ISOLATE_OFF)
+		return 0;
+	quiet = true;
+	rc = decide(sp, conf, opts, &t, &hidden, dir, sizeof(dir), &buses);
+	quiet = false;
+	/* A task whose decision failed is refused in task_init_privileged already. */
+	if (rc < 0 || !hidden.n)
+		return 0;
+	if (spank_get_item(sp, S_TASK_PID, &pid) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_TASK_GLOBAL_ID, &global) != ESPANK_SUCCESS)
+		return fail("Slurm did not tell task %d's process id", t.task);
+	slot = filter_slot(&t);
+	if (!slot)
+		return fail("no memory for task %d's device filter", t.task);
+	for (unsigned i = 0; i < hidden.n; i++)
+		deny[i] = gpu_rdev[hidden.id[i]];
+	snprintf(name, sizeof(name), "phalanx-%u.%u.%u", t.job_id, t.step_id, global);
+	if (phx_devfilter_apply(pid, deny, hidden.n, name, slot, why, sizeof(why)) < 0)
+		phx_warn("isolation: job %u task %u: GPUs are masked but not filtered: %s; a task "
+			 "can still open another task's GPU through /proc/PID/root. Run slurmd "
+			 "where it may load BPF programs into a cgroup-v2 hierarchy",
+			 t.job_id, global, why);
+	return 0;
+}
+
+static void release_filter(struct phx_devfilter *f)
+{
+	if (phx_devfilter_release(f) < 0)
+		phx_debug("isolation: cgroup %s stays until its last process ends: %s", f->cgroup,
+			  strerror(errno));
+}
+
+void phx_isolate_task_exit(spank_t sp)
+{
+	int task;
+
+	/* The chain stays: a process the task left behind still needs the site's rules. */
+	if (filters.cg && spank_get_item(sp, S_TASK_ID, &task) == ESPANK_SUCCESS && task >= 0 &&
+	    (unsigned)task < filters.n && filters.cg[task].cgroup[0] &&
+	    !rmdir(filters.cg[task].cgroup))
+		filters.cg[task].cgroup[0] = '\0';
+}
+
+void phx_isolate_step_end(void)
+{
+	for (unsigned i = 0; i < filters.n; i++)
+		release_filter(&filters.cg[i]);
+	free(filters.cg);
+	memset(&filters, 0, sizeof(filters));
 }
 
 int phx_isolate_task_env(spank_t sp)

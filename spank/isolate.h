@@ -18,6 +18,18 @@
 int phx_isolate_task(spank_t sp, const struct phx_conf *conf, const struct phx_job_opts *opts);
 
 /*
+ * From slurm_spank_task_post_fork (slurmstepd, root, the task placed in
+ * Slurm's cgroups and waiting to exec): the kernel denies the task the
+ * GPUs it may not use (spank/devfilter.h).
+ */
+int phx_isolate_task_post_fork(spank_t sp, const struct phx_conf *conf,
+			       const struct phx_job_opts *opts);
+
+/* slurm_spank_task_exit and slurm_spank_exit: remove the filters' cgroups. */
+void phx_isolate_task_exit(spank_t sp);
+void phx_isolate_step_end(void);
+
+/*
  * From slurm_spank_task_init, before anything else reads
  * CUDA_VISIBLE_DEVICES: Slurm sets a per-task value (--gpu-bind,
  * --gpus-per-task) only after task_init_privileged, in its own numbering;

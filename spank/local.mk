@@ -8,6 +8,7 @@ spank_spank_phalanx_la_SOURCES = \
 	spank/rundirs.c spank/rundirs.h \
 	spank/rootcause.c spank/rootcause.h \
 	spank/isolate.c spank/isolate.h \
+	spank/devfilter.c spank/devfilter.h \
 	spank/local.c spank/local.h \
 	spank/step.c spank/step.h \
 	spank/task.c spank/task.h \

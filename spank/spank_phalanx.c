@@ -169,9 +169,16 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 			     &rootcause);
 }
 
+/* slurmstepd, as root, for each task forked and placed in Slurm's cgroups. */
+int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
+{
+	return phx_isolate_task_post_fork(sp, &site_conf, &phx_opts);
+}
+
 /* slurmstepd, as root, for each task that ends. */
 int slurm_spank_task_exit(spank_t sp, int ac, char **av)
 {
+	phx_isolate_task_exit(sp);
 	phx_rootcause_task_exit(sp, &rootcause, &step);
 	return 0;
 }
@@ -193,6 +200,7 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
 	phx_spank_sweep_rundirs(sp);
+	phx_isolate_step_end();
 	phx_rootcause_remove(sp, &rootcause);
 	phx_step_free(&step);
 	phx_opts_free();

@@ -257,6 +257,51 @@ gpu_mounts()
 	[ "${lines[-1]}" = 1:3 ]
 }
 
+# Run as each of two tasks with the lab as $1 and a meeting directory as $2:
+# a task finds the other's process and opens the other's GPU through
+# /proc/PID/root, where the other's mount namespace does not mask it.
+SIBLING='
+me=${SLURM_LOCALID:?} other=$((1 - SLURM_LOCALID))
+for f in "$1"/dev/gpu[0-7]; do
+	[ "$(stat -c %t "$f")" = c3 ] && mine=${f##*/gpu}
+done
+echo "$$ $mine" >"$2/task$me.tmp" && mv "$2/task$me.tmp" "$2/task$me"
+i=0; while [ ! -f "$2/task$other" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+read -r pid gpu <"$2/task$other"
+theirs=$( (exec 3<"/proc/$pid/root$1/dev/gpu$gpu") 2>&1 | sed "s/.*: //")
+own=$( (exec 3<"/proc/self/root$1/dev/gpu$mine") 2>&1 | sed "s/.*: //")
+echo "task=$me job=$SLURM_JOB_ID mine=$mine theirs=$gpu via=$(stat -c %t:%T "/proc/$pid/root$1/dev/gpu$gpu")"
+echo "task=$me theirs: $theirs"
+echo "task=$me own: $own"
+touch "$2/done$me"
+i=0; while [ ! -f "$2/done$other" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+'
+
+@test "--phx-isolate=task: a task cannot open its sibling's GPU through /proc/PID/root" {
+	id nobody >/dev/null 2>&1 || skip "no user 'nobody'"
+	meet=$(mktemp -d)
+	chmod 0777 "$meet"
+	run --separate-stderr setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+		srun -N1 -w node1 --chdir=/ -n2 --gres=gpu:2 --phx-isolate=task \
+		sh -c "$SIBLING" sh "$LAB" "$meet"
+	rm -rf "$meet"
+	show_run
+	[ "$status" -eq 0 ]
+	for t in 0 1; do
+		line=$(grep "^task=$t job=" <<<"$output")
+		# The sibling's GPU is there to see, unmasked, in its namespace ...
+		[ "$(field "$line" via)" = "c3:$(printf %x "$(field "$line" theirs)")" ]
+		[ "$(field "$line" mine)" != "$(field "$line" theirs)" ]
+		# ... but the kernel refuses it; the task's own opens (ENXIO: no driver).
+		grep -qx "task=$t theirs: Operation not permitted" <<<"$output"
+		grep -qx "task=$t own: No such device or address" <<<"$output"
+	done
+	# The tasks' filter cgroups are gone with the step.
+	job=$(field "$line" job)
+	! compgen -G "/sys/fs/cgroup/unified/phalanx-$job.*" >/dev/null
+	! compgen -G "/sys/fs/cgroup/phalanx-$job.*" >/dev/null
+}
+
 @test "the masks live in the task's namespace only; the host's GPUs are untouched" {
 	dir=$BATS_TEST_TMPDIR/ns
 	mkdir -p "$dir"

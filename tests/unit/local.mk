@@ -24,6 +24,7 @@ UNIT_TESTS = \
 	tests/unit/test_conf \
 	tests/unit/test_health \
 	tests/unit/test_isolate \
+	tests/unit/test_devfilter \
 	tests/unit/test_layout \
 	tests/unit/test_megatron \
 	tests/unit/test_fabric \
@@ -85,6 +86,10 @@ tests_unit_test_conf_SOURCES = tests/unit/test_conf.c
 tests_unit_test_conf_LDADD = $(PHX_UNIT_LDADD)
 tests_unit_test_health_SOURCES = tests/unit/test_health.c tests/unit/scratch.c
 tests_unit_test_health_LDADD = $(PHX_HEALTH_LIBS) $(PHX_UNIT_LDADD)
+tests_unit_test_devfilter_SOURCES = tests/unit/test_devfilter.c spank/devfilter.c
+tests_unit_test_devfilter_LDADD = $(PHX_UNIT_LDADD)
+# Its own object: the plugin builds the same file with libtool.
+tests_unit_test_devfilter_CPPFLAGS = $(AM_CPPFLAGS)
 tests_unit_test_isolate_SOURCES = tests/unit/test_isolate.c
 tests_unit_test_isolate_LDADD = $(PHX_PLACEMENT_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_layout_SOURCES = tests/unit/test_layout.c
