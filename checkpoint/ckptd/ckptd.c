@@ -153,8 +153,8 @@ static void raise_nofile(void)
 static int setup(struct ckptd *d, struct phx_conf *conf)
 {
 	const struct ckptd_opts *o = &d->opts;
+	char err[1024], status[1024], ready[1100];
 	struct passwd *pw;
-	char err[1024];
 	int rc;
 
 	snprintf(d->state_dir, sizeof(d->state_dir), "%s",
@@ -200,10 +200,15 @@ static int setup(struct ckptd *d, struct phx_conf *conf)
 		phx_error("%s", err);
 		return -1;
 	}
-	phx_info("phalanx-ckptd %s: agents on %s, admin on %s, metrics on %s, keeping %d "
+	snprintf(status, sizeof(status),
+		 "phalanx-ckptd %s: agents on %s, admin on %s, metrics on %s, keeping %d "
 		 "generations per job",
 		 PACKAGE_VERSION, o->listen ? o->listen : conf->ckptd.listen, d->socket_path,
 		 d->mhd ? (o->metrics ? o->metrics : conf->ckptd.metrics) : "(off)", d->keep);
+	phx_info("%s", status);
+	/* Ready: the journal is replayed and every socket accepts. */
+	snprintf(ready, sizeof(ready), "READY=1\nSTATUS=%s", status);
+	ckptd_notify_send(&d->notify, ready);
 	return 0;
 }
 
@@ -233,6 +238,8 @@ static void loop(struct ckptd *d)
 				ckptd_conn_io(d, p, evs[i].events);
 		}
 		ckptd_reap(d);
+		/* Only a loop that goes round pings: a stuck one is restarted by systemd. */
+		ckptd_notify_watchdog(&d->notify, ckptd_now());
 		took = ckptd_now() - woke;
 		if (took > CKPTD_LATE_S) {
 			phx_log(took >= 1.0 ? PHX_LOG_WARN : PHX_LOG_DEBUG,
@@ -287,13 +294,16 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	running = &d;
+	ckptd_notify_open(&d.notify);
 	d.started = ckptd_now();
 	rc = setup(&d, &conf);
 	phx_conf_free(&conf);
 	if (rc == 0) {
 		loop(&d);
 		phx_info("phalanx-ckptd stopping");
+		ckptd_notify_send(&d.notify, "STOPPING=1");
 	}
 	teardown(&d);
+	ckptd_notify_close(&d.notify);
 	return rc ? 1 : 0;
 }

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "checkpoint/ckptd/ckptd_notify.h"
 #include "checkpoint/ckptd/ckpt_commit.h"
 #include "checkpoint/ckptd/ckpt_interval.h"
 #include "checkpoint/ckptd/ckptd_journal.h"
@@ -171,6 +172,7 @@ struct ckptd_opts {
 
 struct ckptd {
 	struct ckptd_opts opts;
+	struct ckptd_notify notify;
 	struct phx_key key;
 	int keep;
 	uid_t slurm_uid;

@@ -16,6 +16,7 @@ checkpoint_ckptd_libphxckptd_la_SOURCES = \
 	checkpoint/ckptd/ckptd_agent.c checkpoint/ckptd/ckptd_agent.h \
 	checkpoint/ckptd/ckptd_admin.c checkpoint/ckptd/ckptd_admin.h \
 	checkpoint/ckptd/ckptd_metrics.c checkpoint/ckptd/ckptd_metrics.h \
+	checkpoint/ckptd/ckptd_notify.c checkpoint/ckptd/ckptd_notify.h \
 	checkpoint/ckptd/ckpt_commit.c checkpoint/ckptd/ckpt_commit.h \
 	checkpoint/ckptd/ckpt_interval.c checkpoint/ckptd/ckpt_interval.h \
 	checkpoint/ckptd/recovery_policy.c checkpoint/ckptd/recovery_policy.h \
