@@ -180,12 +180,13 @@ static size_t build(struct bpf_insn *p, const dev_t *deny, unsigned n, int tail_
 	return i;
 }
 
+/* Loads the program; only a refused one is loaded again, for the verifier's reason. */
 static int load(const dev_t *deny, unsigned n, int tail_map, char *why, size_t len)
 {
-	static char log[4096];
+	char log[2048] = "";
 	union bpf_attr attr;
 	struct bpf_insn *prog;
-	int fd;
+	int fd, err;
 
 	prog = calloc(4 * (size_t)n + 16, sizeof(*prog));
 	if (!prog)
@@ -195,12 +196,20 @@ static int load(const dev_t *deny, unsigned n, int tail_map, char *why, size_t l
 	attr.insns = (uintptr_t)prog;
 	attr.insn_cnt = (uint32_t)build(prog, deny, n, tail_map);
 	attr.license = (uintptr_t) "Apache-2.0";
-	attr.log_buf = (uintptr_t)log;
-	attr.log_size = sizeof(log);
-	attr.log_level = 1;
 	fd = bpf_call(BPF_PROG_LOAD, &attr);
-	if (fd < 0)
-		failf(why, len, "cannot load a device program (%s): %.200s", strerror(errno), log);
+	if (fd < 0) {
+		err = errno;
+		attr.log_buf = (uintptr_t)log;
+		attr.log_size = sizeof(log);
+		attr.log_level = 1;
+		fd = bpf_call(BPF_PROG_LOAD, &attr);
+		if (fd >= 0) { /* refused once, taken now: still not to be trusted */
+			close(fd);
+			fd = -1;
+		}
+		failf(why, len, "cannot load a device program (%s)%s%.200s", strerror(err),
+		      log[0] ? ": " : "", log);
+	}
 	free(prog);
 	return fd;
 }
@@ -387,8 +396,13 @@ static int made_dir(int parent, const char *name, const char *path, struct phx_d
 		made->cgroup[0] = '\0';
 		return failf(why, len, "cgroup path %s is too long", path);
 	}
-	if (mkdirat(parent, name, 0755) < 0 && errno != EEXIST)
+	/* One left by an earlier task of that name holds its programs: never reused. */
+	if (mkdirat(parent, name, 0755) < 0 &&
+	    (errno != EEXIST || unlinkat(parent, name, AT_REMOVEDIR) < 0 ||
+	     mkdirat(parent, name, 0755) < 0)) {
+		made->cgroup[0] = '\0';
 		return failf(why, len, "cannot make cgroup %s/%s: %s", path, name, strerror(errno));
+	}
 	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return failf(why, len, "cannot open cgroup %s/%s: %s", path, name, strerror(errno));

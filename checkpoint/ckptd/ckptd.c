@@ -296,6 +296,7 @@ int main(int argc, char **argv)
 	running = &d;
 	ckptd_notify_open(&d.notify);
 	d.started = ckptd_now();
+	d.started_wall = ckptd_wall();
 	rc = setup(&d, &conf);
 	phx_conf_free(&conf);
 	if (rc == 0) {

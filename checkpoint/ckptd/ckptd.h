@@ -207,7 +207,7 @@ struct ckptd {
 	double next_recovery;
 	void *mhd;
 	int mhd_fd;
-	double started;
+	double started, started_wall; /* monotonic; and seconds since the epoch */
 	volatile sig_atomic_t stop;
 };
 

@@ -17,6 +17,8 @@
 
 #include <microhttpd.h>
 
+#include <slurm/slurm.h>
+
 #include "checkpoint/ckptd/ckptd_catalog.h"
 #include "checkpoint/ckptd/ckptd_clock.h"
 #include "checkpoint/ckptd/ckptd_metrics.h"
@@ -110,6 +112,128 @@ static void goodput_metrics(struct buf *b, struct ckptd *d)
 	       (double)d->rm.slurm_errors);
 }
 
+/* A gauge or counter with one sample per job: "NAME{job=...} value" for each. */
+static void per_job(struct buf *b, struct ckptd *d, const char *name, const char *type,
+		    const char *help, double (*value)(const struct ckptd_job *j, double now))
+{
+	double now = ckptd_now();
+
+	out(b, "# HELP phalanx_ckptd_%s %s\n# TYPE phalanx_ckptd_%s %s\n", name, help, name, type);
+	for (size_t i = 0; i < CKPTD_JOB_BUCKETS; i++)
+		for (struct ckptd_job *j = d->jobs[i]; j; j = j->next) {
+			double v = value(j, now);
+
+			if (v >= 0)
+				out(b, "phalanx_ckptd_%s{job=\"%u\"} %.17g\n", name, j->id, v);
+		}
+}
+
+/* Negative: no sample for that job. */
+static double last_commit_time(const struct ckptd_job *j, double now)
+{
+	(void)now;
+	return j->ngens ? (double)j->gens[j->ngens - 1].created : -1;
+}
+
+static double last_commit_step(const struct ckptd_job *j, double now)
+{
+	(void)now;
+	return j->ngens ? (double)j->gens[j->ngens - 1].step : -1;
+}
+
+static double job_agents(const struct ckptd_job *j, double now)
+{
+	(void)now;
+	return (double)j->nagents;
+}
+
+static double job_stall(const struct ckptd_job *j, double now)
+{
+	(void)now;
+	return j->saves ? j->stall_avg_s : -1;
+}
+
+static double job_lost(const struct ckptd_job *j, double now)
+{
+	(void)now;
+	return (double)j->r.lost;
+}
+
+static double job_restarts(const struct ckptd_job *j, double now)
+{
+	(void)now;
+	return (double)j->r.restarts;
+}
+
+static void job_metrics(struct buf *b, struct ckptd *d)
+{
+	per_job(b, d, "job_last_commit_timestamp_seconds", "gauge",
+		"When the job's newest committed generation was made (seconds since the epoch).",
+		last_commit_time);
+	per_job(b, d, "job_last_commit_step", "gauge",
+		"Training step of the job's newest committed generation.", last_commit_step);
+	per_job(b, d, "job_agents", "gauge", "The job's connected node agents.", job_agents);
+	per_job(b, d, "job_save_stall_seconds", "gauge",
+		"Moving average of the training stall per save.", job_stall);
+	per_job(b, d, "job_nodes_lost_total", "counter",
+		"The job's agents declared lost (no heartbeat).", job_lost);
+	per_job(b, d, "job_restarts_total", "counter", "In-job restarts recorded for the job.",
+		job_restarts);
+}
+
+/* Per node of a job's current run, as its heartbeats show it. */
+static void member_metrics(struct buf *b, struct ckptd *d)
+{
+	double now = ckptd_now();
+
+	out(b, "# HELP phalanx_ckptd_node_heartbeat_age_seconds Since the node's agent last "
+	       "sent a heartbeat for the job.\n"
+	       "# TYPE phalanx_ckptd_node_heartbeat_age_seconds gauge\n");
+	for (size_t i = 0; i < CKPTD_JOB_BUCKETS; i++)
+		for (struct ckptd_job *j = d->jobs[i]; j; j = j->next)
+			for (size_t k = 0; k < j->r.nmembers; k++)
+				if (j->r.members[k].last_hb > 0)
+					out(b,
+					    "phalanx_ckptd_node_heartbeat_age_seconds{job=\"%u\","
+					    "node=\"%s\"} %.3f\n",
+					    j->id, j->r.members[k].node,
+					    now - j->r.members[k].last_hb);
+	out(b, "# HELP phalanx_ckptd_node_lost Whether the node was declared lost in the job's "
+	       "current run (1) or not (0).\n# TYPE phalanx_ckptd_node_lost gauge\n");
+	for (size_t i = 0; i < CKPTD_JOB_BUCKETS; i++)
+		for (struct ckptd_job *j = d->jobs[i]; j; j = j->next)
+			for (size_t k = 0; k < j->r.nmembers; k++)
+				out(b, "phalanx_ckptd_node_lost{job=\"%u\",node=\"%s\"} %d\n",
+				    j->id, j->r.members[k].node, j->r.members[k].lost ? 1 : 0);
+	out(b, "# HELP phalanx_ckptd_node_faults_total Faults recorded against the node, all "
+	       "jobs.\n# TYPE phalanx_ckptd_node_faults_total counter\n");
+	for (size_t k = 0; k < d->nnodes; k++)
+		out(b, "phalanx_ckptd_node_faults_total{node=\"%s\"} %u\n", d->nodes[k].name,
+		    d->nodes[k].r.n);
+	out(b, "# HELP phalanx_ckptd_node_drained Whether Phalanx drained the node and it awaits "
+	       "a passing check (1) or not (0).\n# TYPE phalanx_ckptd_node_drained gauge\n");
+	for (size_t k = 0; k < d->nnodes; k++)
+		out(b, "phalanx_ckptd_node_drained{node=\"%s\"} %d\n", d->nodes[k].name,
+		    d->nodes[k].r.untrusted ? 1 : 0);
+}
+
+/* The names every Prometheus client exports, and the build. */
+static void process_metrics(struct buf *b, struct ckptd *d)
+{
+	out(b,
+	    "# HELP phalanx_build_info The Phalanx version and the Slurm API it was built "
+	    "against.\n# TYPE phalanx_build_info gauge\n"
+	    "phalanx_build_info{version=\"%s\",slurm=\"%d.%02d.%d\",program=\"phalanx-ckptd\"} "
+	    "1\n",
+	    PACKAGE_VERSION, SLURM_VERSION_MAJOR(SLURM_VERSION_NUMBER),
+	    SLURM_VERSION_MINOR(SLURM_VERSION_NUMBER), SLURM_VERSION_MICRO(SLURM_VERSION_NUMBER));
+	out(b,
+	    "# HELP process_start_time_seconds Start time of the process since unix epoch in "
+	    "seconds.\n# TYPE process_start_time_seconds gauge\n"
+	    "process_start_time_seconds %.3f\n",
+	    d->started_wall);
+}
+
 char *ckptd_metrics_text(struct ckptd *d)
 {
 	const struct ckptd_metrics *m = &d->m;
@@ -182,6 +306,9 @@ char *ckptd_metrics_text(struct ckptd *d)
 	metric(&b, "uptime_seconds", "gauge", "Seconds since the daemon started.",
 	       ckptd_now() - d->started);
 	goodput_metrics(&b, d);
+	job_metrics(&b, d);
+	member_metrics(&b, d);
+	process_metrics(&b, d);
 	return b.s;
 }
 

@@ -94,6 +94,9 @@ ckpt()
 	run --separate-stderr curl -sf "http://$CKPTD_METRICS/metrics"
 	[ "$status" -eq 0 ]
 	grep -q '^phalanx_ckptd_commits_total 3$' <<<"$output"
+	# Per job, and all of it as Prometheus's own checker wants it.
+	grep -q "^phalanx_ckptd_job_last_commit_step{job=\"$JOB_A\"} 300$" <<<"$output"
+	"${PHX_PROMTOOL:?tests/quickstart fetches promtool}" check metrics <<<"$output"
 }
 
 @test "a corrupt shard fails phalanx ckpt verify, naming the rank" {

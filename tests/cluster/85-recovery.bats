@@ -139,6 +139,13 @@ parts_add_up()
 	[ "$(job_field "$job" Restarts)" = 1 ]
 	nodes=$(scontrol show hostnames "$(job_field "$job" NodeList)")
 	! grep -qx "$victim" <<<"$nodes"
+	# Prometheus sees the fault and Phalanx's drain of that node, and the new run's nodes.
+	run curl -sf "http://$CKPTD_METRICS/metrics"
+	[ "$status" -eq 0 ]
+	grep -q "^phalanx_ckptd_node_faults_total{node=\"$victim\"} [1-9]" <<<"$output"
+	grep -q "^phalanx_ckptd_node_drained{node=\"$victim\"} 1$" <<<"$output"
+	grep -q "^phalanx_ckptd_job_nodes_lost_total{job=\"$job\"} 1$" <<<"$output"
+	wait_for 20 heartbeat_metric "$job" "$(head -n 1 <<<"$nodes")"
 	[[ "$(job_field "$job" ExcNodeList)" == *"$victim"* ]]
 	# Slurm's own record: eligible again at the requeue, not held for its 121 s.
 	[ "$(date -d "$(job_field "$job" EligibleTime)" +%s)" -lt $((${t_kill%.*} + 100)) ]
@@ -164,7 +171,15 @@ parts_add_up()
 		--report check --report-node "$victim" --report-value 1
 	wait_for 10 node_idle "$victim"
 	! "$PHX" status --socket "$SOCK" | grep -q "^  $victim "
+	curl -sf "http://$CKPTD_METRICS/metrics" | grep -q "^phalanx_ckptd_node_drained{node=\"$victim\"} 0$"
 	scancel "$job"
+}
+
+# heartbeat_metric JOB NODE: the daemon exports how long ago NODE's agent of JOB was heard.
+heartbeat_metric()
+{
+	curl -sf "http://$CKPTD_METRICS/metrics" |
+		grep -Eq "^phalanx_ckptd_node_heartbeat_age_seconds\{job=\"$1\",node=\"$2\"\} [0-9.]+$"
 }
 
 # status_line JOB: phalanx status's line on the job's recovery, "" when none.
@@ -377,6 +392,8 @@ reason_of()
 	grep -q '^phalanx_ckptd_agents_lost_total [1-9]' <<<"$output"
 	grep -q '^phalanx_ckptd_requeues_total [1-9]' <<<"$output"
 	grep -q '^phalanx_ckptd_stops_total [1-9]' <<<"$output"
+	grep -q '^phalanx_ckptd_job_nodes_lost_total{job="[0-9]*"} [1-9]' <<<"$output"
+	"${PHX_PROMTOOL:?tests/quickstart fetches promtool}" check metrics <<<"$output"
 }
 
 @test "attack: one user's running jobs share ckptd.max_ranks_per_user; the job over it is refused, the other goes on" {

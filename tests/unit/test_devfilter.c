@@ -365,6 +365,43 @@ static void test_exclusive_program_is_not_overridden(void **state)
 	assert_false(o.denied[OURS]);
 }
 
+/*
+ * A node's worth of GPUs in one program (the verifier's log once made a
+ * long one fail), and a cgroup of the same name left over from an earlier
+ * task, whose program must not deny the new task anything.
+ */
+static void test_many_gpus_and_a_stale_cgroup(void **state)
+{
+	struct phx_devfilter made;
+	struct task task, other;
+	bool denied[SITE_B + 1], other_denied[SITE_B + 1];
+	dev_t deny[256];
+	char why[512], unit[4200], stale[4300];
+
+	(void)state;
+	ROOT_ONLY();
+	subdir(unit, sizeof(unit), "node");
+	snprintf(stale, sizeof(stale), "%s/phalanx-1.0.3", unit);
+	assert_int_equal(mkdir(stale, 0755), 0);
+	site_program(stale, FREE, BPF_F_ALLOW_MULTI);
+	deny[0] = makedev(GPU_MAJOR, OURS);
+	for (unsigned i = 1; i < 256; i++)
+		deny[i] = makedev(GPU_MAJOR, 100 + i);
+	start_task(&task);
+	start_task(&other);
+	put_in(unit, task.pid);
+	put_in(unit, other.pid);
+	assert_int_equal(
+		phx_devfilter_apply(task.pid, deny, 256, "phalanx-1.0.3", &made, why, sizeof(why)),
+		0);
+	finish_task(&task, denied);
+	finish_task(&other, other_denied);
+	assert_true(denied[OURS]);
+	assert_false(denied[FREE]);
+	assert_int_equal(phx_devfilter_release(&made), 0);
+	assert_int_equal(rmdir(unit), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -373,6 +410,7 @@ int main(void)
 		cmocka_unit_test(test_override_ancestor_still_applies),
 		cmocka_unit_test(test_multi_programs_all_apply),
 		cmocka_unit_test(test_exclusive_program_is_not_overridden),
+		cmocka_unit_test(test_many_gpus_and_a_stale_cgroup),
 	};
 	int rc = cmocka_run_group_tests(tests, setup, teardown);
 
