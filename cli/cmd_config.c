@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * phalanx config check|show [FILE]. check also loads what the plugin and
- * the launcher load besides the file: the fabric (its 'fabric:' section
- * and Slurm's topology.conf), the cluster key, and this node's hwloc XML,
- * and fails where they would.
+ * phalanx config check|show [--effective] [FILE]. check also loads what
+ * the plugin and the launcher load besides the file: the fabric (its
+ * 'fabric:' section and Slurm's topology.conf), the cluster key, and this
+ * node's hwloc XML, and fails where they would. show --effective layers
+ * the user's own file over the site's, as phalanx-launch does.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,8 +22,8 @@
 #include "placement/topo.h"
 #include "cli/commands.h"
 
-const char phx_config_usage[] =
-	"usage: phalanx config check|show [FILE] (default FILE: " PHX_CONF_DEFAULT_PATH ")\n";
+const char phx_config_usage[] = "usage: phalanx config check|show [--effective] [FILE] (default "
+				"FILE: " PHX_CONF_DEFAULT_PATH ")\n";
 
 /*
  * The fabric the plugin places ranks on and the agents choose partners on
@@ -99,28 +101,44 @@ static void check_hwloc_xml(const struct phx_conf *conf)
 	phx_topo_free(topo);
 }
 
+/* The user's own file over the site's, as phalanx-launch reads them: 0, or 1 when refused. */
+static int layer_user(struct phx_conf *conf)
+{
+	char user[4096], err[1024];
+
+	if (phx_conf_user_path(user, sizeof(user)) < 0 ||
+	    phx_conf_load_user(conf, user, err, sizeof(err)) == 0)
+		return 0;
+	phx_error("%s; phalanx-launch refuses it the same way", err);
+	return 1;
+}
+
 int phx_cmd_config(int argc, char **argv)
 {
 	const char *path = PHX_CONF_DEFAULT_PATH;
+	bool effective = argc > 2 && !strcmp(argv[2], "--effective");
 	struct phx_conf conf;
 	char err[512];
-	int bad;
+	int bad, first = effective ? 3 : 2;
 
-	if (argc < 2 || argc > 3 || (strcmp(argv[1], "check") && strcmp(argv[1], "show"))) {
+	if (argc < 2 || argc > first + 1 || (strcmp(argv[1], "check") && strcmp(argv[1], "show")) ||
+	    (effective && strcmp(argv[1], "show"))) {
 		phx_error("%s", phx_config_usage);
 		return 2;
 	}
-	if (argc == 3)
-		path = argv[2];
+	if (argc == first + 1)
+		path = argv[first];
 	if (phx_conf_load_file(path, &conf, err, sizeof(err)) < 0) {
 		phx_error("%s", err);
 		phx_conf_free(&conf);
 		return 1;
 	}
 	if (!strcmp(argv[1], "show")) {
-		phx_conf_dump(&conf, stdout);
+		bad = effective ? layer_user(&conf) : 0;
+		if (!bad)
+			phx_conf_dump(&conf, stdout);
 		phx_conf_free(&conf);
-		return 0;
+		return bad;
 	}
 	bad = check_fabric(&conf);
 	bad |= check_key(&conf);

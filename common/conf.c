@@ -28,6 +28,7 @@ enum key_type {
 	K_HOSTPORT, /* HOST:PORT */
 	K_TRISTATE, /* a boolean or "auto" */
 	K_PATHLIST, /* a list of absolute paths */
+	K_KEYLIST, /* a list of this table's key names */
 	K_SKIP, /* accepted, read by another module */
 };
 
@@ -219,9 +220,43 @@ static const struct conf_key keys[] = {
 	  "order of the square matrices multiplied" },
 	{ "check.nccl_mib", K_INT, OFF(check.nccl_mib), 1, 16384, NULL, "256", 0,
 	  "MiB each GPU all-reduces per NCCL iteration" },
+	{ "users.settable", K_KEYLIST, OFF(users.settable), 0, NAME_LEN, NULL,
+	  "log_level,checkpoint.keep,checkpoint.interval,checkpoint.shared_dir,"
+	  "checkpoint.shared_every,checkpoint.local_every,checkpoint.digest,"
+	  "launcher.hang_timeout,launcher.max_restarts,launcher.max_relaunches,"
+	  "launcher.same_failure_limit,launcher.straggler_threshold,"
+	  "launcher.straggler_window,launcher.straggler_min_steps,launcher.preflight",
+	  0, "keys a user's own phalanx.yaml may set" },
 	/* Read by placement/fabric.c from the same tree; described in phalanx-plan(1). */
 	{ "fabric", K_SKIP, 0, 0, 0, NULL, NULL, 0, "fabric description" },
 };
+
+/*
+ * The site's alone, whatever users.settable says: what fences jobs in,
+ * keeps nodes healthy, holds the cluster key or runs as root.
+ */
+static bool site_only(const char *name)
+{
+	static const char *const prefixes[] = { "isolation.", "health.", "ckptd.",
+						"recovery.",  "users.",	 NULL };
+	static const char *const names[] = { "key_file",
+					     "state_dir",
+					     "fabric",
+					     "placement.topology_conf",
+					     "placement.hwloc_xml",
+					     "launcher.kernel_log",
+					     "launcher.drain_bad_nodes",
+					     "check.drain_slow",
+					     NULL };
+
+	for (int i = 0; prefixes[i]; i++)
+		if (!strncmp(name, prefixes[i], strlen(prefixes[i])))
+			return true;
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
+}
 
 #define N_KEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -290,11 +325,38 @@ void phx_conf_free(struct phx_conf *conf)
 	for (size_t i = 0; i < N_KEYS; i++) {
 		if (is_string(&keys[i]))
 			free(*FIELD(conf, &keys[i], char *));
-		if (keys[i].type == K_PATHLIST)
+		if (keys[i].type == K_PATHLIST || keys[i].type == K_KEYLIST)
 			strlist_free(FIELD(conf, &keys[i], struct phx_strlist));
 	}
+	for (size_t i = 0; i < conf->norigins; i++) {
+		free(conf->origins[i].key);
+		free(conf->origins[i].where);
+	}
+	free(conf->origins);
 	free(conf->source);
 	memset(conf, 0, sizeof(*conf));
+}
+
+/* A K_KEYLIST default, "a,b,c", as a list. */
+static int split_default(const char *def, struct phx_strlist *list)
+{
+	size_t n = 1;
+
+	for (const char *c = def; *c; c++)
+		n += *c == ',';
+	list->items = calloc(n + 1, sizeof(*list->items));
+	if (!list->items)
+		return -1;
+	for (const char *c = def; *c;) {
+		size_t len = strcspn(c, ",");
+
+		list->items[list->n] = strndup(c, len);
+		if (!list->items[list->n])
+			return -1;
+		list->n++;
+		c += len + (c[len] == ',');
+	}
+	return 0;
 }
 
 int phx_conf_defaults(struct phx_conf *conf)
@@ -323,6 +385,10 @@ int phx_conf_defaults(struct phx_conf *conf)
 			break;
 		case K_PATHLIST:
 			/* An empty list: NULL items, like a freed one. */
+			break;
+		case K_KEYLIST:
+			if (split_default(k->def, FIELD(conf, k, struct phx_strlist)) < 0)
+				goto nomem;
 			break;
 		case K_SKIP:
 			break;
@@ -428,6 +494,8 @@ static const char *pattern_problem(const struct conf_key *k, const char *s, char
 	return NULL;
 }
 
+static const struct conf_key *find_key(const char *name);
+
 static int check_string(const struct loader *l, const struct conf_key *k,
 			const struct phx_ynode *node, const char *s)
 {
@@ -454,6 +522,13 @@ static int check_string(const struct loader *l, const struct conf_key *k,
 				       "expected an absolute path (starting with '/'), "
 				       "got '%.48s'%s",
 				       s, k->flags & K_EMPTY_OK ? "; \"\" for the default" : "");
+	if (k->type == K_KEYLIST && (!find_key(s) || site_only(s)))
+		return phx_ynode_error(l->doc, node, l->err, l->errlen,
+				       !find_key(s)
+					       ? "'%.64s' is not a key of phalanx.yaml"
+					       : "'%.64s' is the site's alone: users may never set "
+						 "it",
+				       s);
 	if (k->type == K_HOSTPORT && (problem = hostport_problem(s)))
 		return phx_ynode_error(l->doc, node, l->err, l->errlen,
 				       "expected HOST:PORT like 0.0.0.0:7720, got '%.48s': %s", s,
@@ -501,7 +576,10 @@ static int apply_list(const struct loader *l, const struct conf_key *k,
 		goto done;
 	if (node->type != PHX_YSEQ)
 		return phx_ynode_error(l->doc, node, l->err, l->errlen,
-				       "expected a list of absolute paths, like [/a, /b], got %s",
+				       "expected a list of %s, got %s",
+				       k->type == K_KEYLIST ? "keys, like [checkpoint.keep, "
+							      "launcher.max_restarts]"
+							    : "absolute paths, like [/a, /b]",
 				       node->type == PHX_YMAP ? "a mapping" : "a single value");
 	if (node->n_items > LIST_MAX)
 		return phx_ynode_error(l->doc, node, l->err, l->errlen,
@@ -570,6 +648,7 @@ static int apply(const struct loader *l, const struct conf_key *k, const struct 
 	case K_TRISTATE:
 		return apply_tristate(l, k, node);
 	case K_PATHLIST:
+	case K_KEYLIST:
 		return apply_list(l, k, node);
 	case K_SKIP:
 		/* Its reader is told there is something to read. */
@@ -752,6 +831,39 @@ static int finish(struct phx_ydoc *doc, int rc, struct phx_conf *conf, char *err
 	return 0;
 }
 
+/* Records where key's value came from; the latest wins. */
+static int note_origin(struct phx_conf *conf, const char *key, const char *where)
+{
+	struct phx_conf_origin *o = NULL, *grown;
+
+	for (size_t i = 0; i < conf->norigins && !o; i++)
+		if (!strcmp(conf->origins[i].key, key))
+			o = &conf->origins[i];
+	if (!o) {
+		grown = realloc(conf->origins, (conf->norigins + 1) * sizeof(*grown));
+		if (!grown)
+			return -1;
+		conf->origins = grown;
+		o = &conf->origins[conf->norigins];
+		o->key = strdup(key);
+		o->where = NULL;
+		if (!o->key)
+			return -1;
+		conf->norigins++;
+	}
+	free(o->where);
+	o->where = strdup(where);
+	return o->where ? 0 : -1;
+}
+
+static const char *origin_of(const struct phx_conf *conf, const char *key)
+{
+	for (size_t i = 0; i < conf->norigins; i++)
+		if (!strcmp(conf->origins[i].key, key))
+			return conf->origins[i].where;
+	return NULL;
+}
+
 int phx_conf_override(struct phx_conf *conf, const char *key, const char *value, const char *origin,
 		      char *err, size_t errlen)
 {
@@ -770,7 +882,8 @@ int phx_conf_override(struct phx_conf *conf, const char *key, const char *value,
 	if (!k || k->type == K_SKIP)
 		return phx_errf(err, errlen, "%s: no key '%s'", origin, key);
 	if (apply(&l, k, &node) == 0)
-		return 0;
+		return note_origin(conf, key, origin) < 0 ? phx_errf(err, errlen, "out of memory")
+							  : 0;
 	/* "ORIGIN:1:1: key ..." from the loader: the line of no file. */
 	what = strstr(err, "key '");
 	if (what && what != err) {
@@ -780,6 +893,111 @@ int phx_conf_override(struct phx_conf *conf, const char *key, const char *value,
 		phx_errf(err, errlen, "%s: %s", origin, why);
 	}
 	return -1;
+}
+
+/* ------------------------------------------------------------ a user's layer */
+
+int phx_conf_user_path(char *buf, size_t len)
+{
+	const char *env = getenv("PHALANX_USER_CONFIG"), *xdg = getenv("XDG_CONFIG_HOME"),
+		   *home = getenv("HOME");
+	int n;
+
+	if (env && !*env)
+		return -1;
+	if (env)
+		n = snprintf(buf, len, "%s", env);
+	else if (xdg && xdg[0] == '/')
+		n = snprintf(buf, len, "%s/phalanx/phalanx.yaml", xdg);
+	else if (home && home[0] == '/')
+		n = snprintf(buf, len, "%s/.config/phalanx/phalanx.yaml", home);
+	else
+		return -1;
+	return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+static bool settable(const struct phx_conf *conf, const char *name)
+{
+	for (size_t i = 0; i < conf->users.settable.n; i++)
+		if (!strcmp(conf->users.settable.items[i], name))
+			return true;
+	return false;
+}
+
+static int user_key_error(const struct loader *l, const struct phx_ynode *node, const char *full)
+{
+	char list[1024] = "";
+	size_t off = 0;
+
+	if (site_only(full))
+		return phx_ynode_key_error(l->doc, node, l->err, l->errlen,
+					   "key '%s' is the site's to set, never a user's; remove "
+					   "it from this file",
+					   full);
+	for (size_t i = 0; i < l->conf->users.settable.n && off < sizeof(list); i++)
+		off += (size_t)snprintf(list + off, sizeof(list) - off, "%s%s", i ? ", " : "",
+					l->conf->users.settable.items[i]);
+	return phx_ynode_key_error(l->doc, node, l->err, l->errlen,
+				   "key '%s' is not one this site lets users set (users.settable: "
+				   "%s); remove it, or ask the administrators",
+				   full, list[0] ? list : "none");
+}
+
+/* Checks every key of the user's map (apply: sets them too, noting where each came from). */
+static int user_map(const struct loader *l, const struct phx_ynode *map, const char *section,
+		    bool set)
+{
+	for (size_t i = 0; i < map->n_items; i++) {
+		const struct phx_ynode *node = map->items[i];
+		const struct conf_key *k;
+		char full[NAME_LEN * 2], where[4200];
+
+		if (snprintf(full, sizeof(full), "%s%s%s", section ? section : "",
+			     section ? "." : "", node->key) >= (int)sizeof(full))
+			return unknown_key(l, node, section, node->key);
+		k = find_key(full);
+		if (!k && is_section(full) && node->type == PHX_YMAP) {
+			if (user_map(l, node, full, set) < 0)
+				return -1;
+			continue;
+		}
+		if (!k && is_section(full) && node->type == PHX_YSCALAR && !node->value[0])
+			continue;
+		if (!k)
+			return unknown_key(l, node, section, full);
+		if (site_only(full) || !settable(l->conf, full))
+			return user_key_error(l, node, full);
+		if (!set)
+			continue;
+		snprintf(where, sizeof(where), "%s:%d", l->doc->name, node->line);
+		if (apply(l, k, node) < 0 || note_origin(l->conf, full, where) < 0)
+			return l->err[0] ? -1 : phx_errf(l->err, l->errlen, "out of memory");
+	}
+	return 0;
+}
+
+int phx_conf_load_user(struct phx_conf *conf, const char *path, char *err, size_t errlen)
+{
+	struct phx_ydoc *doc = NULL;
+	struct loader l = { .conf = conf, .err = err, .errlen = errlen };
+	int rc;
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (access(path, F_OK) < 0)
+		return 0;
+	if (phx_ydoc_load_file(path, &doc, err, errlen) < 0) {
+		phx_ydoc_free(doc);
+		return -1;
+	}
+	l.doc = doc;
+	if (doc->root && doc->root->type != PHX_YMAP)
+		rc = phx_ynode_error(doc, doc->root, err, errlen,
+				     "expected settings ('name: value' lines) at the top level");
+	else
+		rc = !doc->root ? 0 : user_map(&l, doc->root, NULL, false) ?: user_map(&l, doc->root, NULL, true);
+	phx_ydoc_free(doc);
+	return rc;
 }
 
 int phx_conf_load_file(const char *path, struct phx_conf *conf, char *err, size_t errlen)
@@ -893,6 +1111,7 @@ void phx_conf_dump(const struct phx_conf *conf, FILE *out)
 			fputs(enum_name(k, *FIELD(conf, k, int)), out);
 			break;
 		case K_PATHLIST:
+		case K_KEYLIST:
 			dump_list(FIELD(conf, k, struct phx_strlist), out);
 			break;
 		case K_BOOL:
@@ -906,6 +1125,8 @@ void phx_conf_dump(const struct phx_conf *conf, FILE *out)
 			dump_string(*FIELD(conf, k, char *), out);
 			break;
 		}
+		if (origin_of(conf, k->name))
+			fprintf(out, "  # %s", origin_of(conf, k->name));
 		fputc('\n', out);
 	}
 }

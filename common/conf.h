@@ -27,6 +27,11 @@ struct phx_strlist {
 	size_t n;
 };
 
+/* Where a value other than the site file's came from ("--keep", "FILE:LINE"). */
+struct phx_conf_origin {
+	char *key, *where;
+};
+
 struct phx_conf {
 	char *source; /* file the values came from, NULL for built-in defaults */
 	enum phx_log_level log_level;
@@ -114,7 +119,12 @@ struct phx_conf {
 		int gemm_size;
 		int nccl_mib;
 	} check;
+	struct {
+		struct phx_strlist settable; /* keys a user's own phalanx.yaml may set */
+	} users;
 	bool has_fabric; /* a 'fabric:' section is present, for phx_fabric_load() */
+	struct phx_conf_origin *origins; /* over the site's, latest last */
+	size_t norigins;
 };
 
 const char *phx_place_mode_name(enum phx_place_mode mode);
@@ -131,13 +141,32 @@ int phx_isolate_mode_parse(const char *s, enum phx_isolate_mode *mode);
 int phx_conf_override(struct phx_conf *conf, const char *key, const char *value, const char *origin,
 		      char *err, size_t errlen);
 
+/*
+ * A user's own phalanx.yaml: $PHALANX_USER_CONFIG ("" for none), else
+ * $XDG_CONFIG_HOME/phalanx/phalanx.yaml, else ~/.config/phalanx/phalanx.yaml.
+ * 0 with the path in buf, -1 when there is none to name.
+ */
+int phx_conf_user_path(char *buf, size_t len);
+
+/*
+ * Layers the user's file at path over conf, for what runs as the user (the
+ * launcher, the CLI): only the keys the site lists in users.settable, and
+ * never one of the site's own (isolation, health, keys, the daemon's). A
+ * missing file is no error. 0, or -1 with err naming the file, line and
+ * key; conf may then hold some of the file's values.
+ */
+int phx_conf_load_user(struct phx_conf *conf, const char *path, char *err, size_t errlen);
+
 /* Fills in the documented defaults; returns 0 or -1 (out of memory). */
 int phx_conf_defaults(struct phx_conf *conf);
 /* Defaults, then the file. On error conf holds defaults only and err says why. */
 int phx_conf_load_file(const char *path, struct phx_conf *conf, char *err, size_t errlen);
 int phx_conf_load_buffer(const char *name, const char *buf, size_t len, struct phx_conf *conf,
 			 char *err, size_t errlen);
-/* Prints the effective configuration as valid phalanx.yaml. */
+/*
+ * Prints the effective configuration as valid phalanx.yaml; a value that
+ * did not come from the site's file says where it came from.
+ */
 void phx_conf_dump(const struct phx_conf *conf, FILE *out);
 void phx_conf_free(struct phx_conf *conf);
 /*

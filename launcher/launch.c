@@ -35,16 +35,24 @@
 #include "launcher/agent/agent_xid.h"
 #include "launcher/driver/driver.h"
 
+/* The site's file (or the documented defaults), then the user's own over it. */
 static int load_conf(const struct phx_launch_opts *o, struct phx_conf *conf)
 {
 	const char *path = o->config ? o->config : PHX_CONF_DEFAULT_PATH;
-	char err[1024];
+	char err[1024], user[4096];
 
 	/* No site file is fine: the documented defaults apply. */
-	if (!o->config && access(path, F_OK) != 0)
-		return phx_conf_defaults(conf);
-	if (phx_conf_load_file(path, conf, err, sizeof(err)) < 0) {
+	if (!o->config && access(path, F_OK) != 0) {
+		if (phx_conf_defaults(conf) < 0)
+			return -1;
+	} else if (phx_conf_load_file(path, conf, err, sizeof(err)) < 0) {
 		phx_error("%s", err);
+		return -1;
+	}
+	if (phx_conf_user_path(user, sizeof(user)) == 0 &&
+	    phx_conf_load_user(conf, user, err, sizeof(err)) < 0) {
+		phx_error("%s (your own settings; PHALANX_USER_CONFIG= ignores the file)", err);
+		phx_conf_free(conf);
 		return -1;
 	}
 	return 0;

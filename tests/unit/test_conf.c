@@ -51,6 +51,7 @@ static const char *const all_keys[] = {
 	"ckptd.node_mtbf_hours",
 	"ckptd.max_ranks_per_user",
 	"checkpoint.keep",
+	"users.settable",
 	"launcher.hang_timeout",
 	"launcher.max_restarts",
 	"launcher.spares",
@@ -447,11 +448,11 @@ static void test_unknown_keys(void **state)
 		"loglevel: info\n",
 		"t.yaml:1:1: unknown key 'loglevel'; known top-level keys: log_level, "
 		"key_file, state_dir, placement, isolation, health, ckptd, recovery, checkpoint, "
-		"launcher, check, fabric; did you mean 'log_level'?");
+		"launcher, check, users, fabric; did you mean 'log_level'?");
 	refused_exact("a: 1\ntimeout: 5\n",
 		      "t.yaml:1:1: unknown key 'a'; known top-level keys: "
 		      "log_level, key_file, state_dir, placement, isolation, health, ckptd, "
-		      "recovery, checkpoint, launcher, check, fabric");
+		      "recovery, checkpoint, launcher, check, users, fabric");
 	refused("health:\n  enabled: true\n  x: 1\n", "t.yaml:3:3: unknown key 'health.x'",
 		"known keys in 'health': enabled, drain_on_failure, timeout");
 	/* Right key, wrong section. */
@@ -809,6 +810,96 @@ static void test_load_file(void **state)
 	phx_conf_free(&conf);
 }
 
+/* A user's file at a scratch path with text; the path is returned (static). */
+static const char *user_file(const char *text)
+{
+	static char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/tmp/phx-test-user.XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	return path;
+}
+
+/* The user's layer: only users.settable, never the site's own keys, origins shown. */
+static void test_user_layer(void **state)
+{
+	struct phx_conf conf;
+	const char *path;
+	char want[256], *dump = NULL;
+	size_t len = 0;
+	FILE *out;
+
+	(void)state;
+	assert_int_equal(load("checkpoint:\n  keep: 2\n", &conf), 0);
+	path = user_file("checkpoint:\n  keep: 7\nlauncher:\n  max_restarts: 1\n");
+	assert_int_equal(phx_conf_load_user(&conf, path, err, sizeof(err)), 0);
+	assert_int_equal(conf.checkpoint.keep, 7);
+	assert_int_equal(conf.launcher.max_restarts, 1);
+	/* show --effective says where the user's values came from. */
+	out = open_memstream(&dump, &len);
+	phx_conf_dump(&conf, out);
+	fclose(out);
+	snprintf(want, sizeof(want), "  keep: 7  # %s:2\n", path);
+	assert_non_null(strstr(dump, want));
+	snprintf(want, sizeof(want), "  max_restarts: 1  # %s:4\n", path);
+	assert_non_null(strstr(dump, want));
+	free(dump);
+	unlink(path);
+
+	/* Isolation is never a user's, even where the site lists it. */
+	path = user_file("isolation:\n  mode: off\n");
+	assert_int_equal(phx_conf_load_user(&conf, path, err, sizeof(err)), -1);
+	snprintf(want, sizeof(want),
+		 "%s:2:3: key 'isolation.mode' is the site's to set, never a user's; remove it "
+		 "from this file",
+		 path);
+	assert_string_equal(err, want);
+	assert_int_equal(conf.isolation.mode, PHX_ISOLATE_JOB);
+	unlink(path);
+	/* A key the site did not list: nothing of the file is applied. */
+	path = user_file("checkpoint:\n  keep: 9\nplacement:\n  mode: off\n");
+	assert_int_equal(phx_conf_load_user(&conf, path, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, ":4:3: key 'placement.mode' is not one this site lets users "
+				    "set (users.settable: log_level, checkpoint.keep,"));
+	assert_int_equal(conf.checkpoint.keep, 7);
+	assert_int_equal(conf.placement.mode, PHX_PLACE_TOPO);
+	unlink(path);
+	phx_conf_free(&conf);
+
+	/* The site narrows the list, and cannot widen it to its own keys. */
+	assert_int_equal(load("users:\n  settable: [checkpoint.keep]\n", &conf), 0);
+	path = user_file("launcher:\n  max_restarts: 5\n");
+	assert_int_equal(phx_conf_load_user(&conf, path, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "(users.settable: checkpoint.keep)"));
+	unlink(path);
+	phx_conf_free(&conf);
+	refused("users:\n  settable: [isolation.mode]\n",
+		"'isolation.mode' is the site's alone: users may never set it", NULL);
+	refused("users:\n  settable: [key_file]\n", "'key_file' is the site's alone", NULL);
+	refused("users:\n  settable: [checkpoint.kep]\n",
+		"'checkpoint.kep' is not a key of phalanx.yaml", NULL);
+
+	/* No file is no error; where the file is looked for. */
+	assert_int_equal(load("", &conf), 0);
+	assert_int_equal(phx_conf_load_user(&conf, "/nonexistent/phalanx.yaml", err, sizeof(err)),
+			 0);
+	phx_conf_free(&conf);
+	setenv("PHALANX_USER_CONFIG", "", 1);
+	assert_int_equal(phx_conf_user_path(want, sizeof(want)), -1);
+	unsetenv("PHALANX_USER_CONFIG");
+	setenv("XDG_CONFIG_HOME", "/x", 1);
+	assert_int_equal(phx_conf_user_path(want, sizeof(want)), 0);
+	assert_string_equal(want, "/x/phalanx/phalanx.yaml");
+	unsetenv("XDG_CONFIG_HOME");
+	setenv("HOME", "/home/u", 1);
+	assert_int_equal(phx_conf_user_path(want, sizeof(want)), 0);
+	assert_string_equal(want, "/home/u/.config/phalanx/phalanx.yaml");
+}
+
 static void test_mode_names(void **state)
 {
 	enum phx_place_mode p = PHX_PLACE_OFF;
@@ -972,23 +1063,15 @@ static void test_log_level_names(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_defaults),
-		cmocka_unit_test(test_empty_files),
-		cmocka_unit_test(test_full),
-		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_dump_text),
-		cmocka_unit_test(test_sample_file),
-		cmocka_unit_test(test_unknown_keys),
-		cmocka_unit_test(test_bad_values),
-		cmocka_unit_test(test_edge_values),
-		cmocka_unit_test(test_duration_forms),
-		cmocka_unit_test(test_hostile_input),
-		cmocka_unit_test(test_never_half_applied),
-		cmocka_unit_test(test_load_file),
-		cmocka_unit_test(test_mode_names),
-		cmocka_unit_test(test_log_level_names),
-		cmocka_unit_test(test_tristate),
-		cmocka_unit_test(test_lists_and_patterns),
+		cmocka_unit_test(test_defaults),      cmocka_unit_test(test_empty_files),
+		cmocka_unit_test(test_full),	      cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_dump_text),     cmocka_unit_test(test_sample_file),
+		cmocka_unit_test(test_unknown_keys),  cmocka_unit_test(test_bad_values),
+		cmocka_unit_test(test_edge_values),   cmocka_unit_test(test_duration_forms),
+		cmocka_unit_test(test_hostile_input), cmocka_unit_test(test_never_half_applied),
+		cmocka_unit_test(test_load_file),     cmocka_unit_test(test_user_layer),
+		cmocka_unit_test(test_mode_names),    cmocka_unit_test(test_log_level_names),
+		cmocka_unit_test(test_tristate),      cmocka_unit_test(test_lists_and_patterns),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
