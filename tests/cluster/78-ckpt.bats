@@ -15,8 +15,7 @@ setup_file()
 {
 	require_lab
 	need_launch_lab 2 || return 1
-	export PHALANX_LIBRARY=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so
-	export PYTHONPATH=$BATS_TEST_DIRNAME/../../checkpoint/python
+	use_python_module
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
 	export JOB_NAME=phx-ckpt-tests SLURM_JOB_NAME=phx-ckpt-tests
 	# Inside node I the lab's nodetmp is node I's own directory.

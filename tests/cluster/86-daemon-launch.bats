@@ -16,8 +16,7 @@ setup_file()
 	require_lab
 	lab_has_plugin || skip "the lab was brought up with --no-plugin (no job tokens)"
 	need_launch_lab 2 || return 1
-	export PHALANX_LIBRARY=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so
-	export PYTHONPATH=$BATS_TEST_DIRNAME/../../checkpoint/python
+	use_python_module
 	export TRAIN=$BATS_TEST_DIRNAME/../demo/train.py
 	export JOB_NAME=phx-daemon-launch SLURM_JOB_NAME=phx-daemon-launch
 	export LAB_DIR=$(dirname "$(dirname "$SLURM_CONF")")

@@ -130,12 +130,33 @@ lab_has_plugin()
 	grep -q '^required .*spank_phalanx' "$(dirname "$SLURM_CONF")/plugstack.conf" 2>/dev/null
 }
 
+# phx_program NAME PATH: the Phalanx program under test, the build tree's
+# (PHX_BUILD_DIR/PATH) or, with PHX_INSTALLED=1, the installed one on PATH
+# (tests/packages/check runs the lab on the installed packages).
+phx_program()
+{
+	if [ "${PHX_INSTALLED:-}" = 1 ]; then
+		command -v "$1" || echo "/nonexistent/$1"
+	else
+		echo "$PHX_BUILD_DIR/$2"
+	fi
+}
+
+# use_python_module: the phalanx module the training scripts import, with
+# its libphalanx: the build tree's, or the installed one python3 finds.
+use_python_module()
+{
+	[ "${PHX_INSTALLED:-}" = 1 ] && return 0
+	export PHALANX_LIBRARY=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so
+	export PYTHONPATH=$BATS_TEST_DIRNAME/../../checkpoint/python
+}
+
 # need_launch_lab NODES: what the tests of phalanx-launch with PyTorch
 # need: the launcher built (exported as LAUNCH), a lab of at least NODES
 # nodes, PyTorch. Says what is missing and fails otherwise.
 need_launch_lab()
 {
-	LAUNCH=$PHX_BUILD_DIR/launcher/phalanx-launch
+	LAUNCH=$(phx_program phalanx-launch launcher/phalanx-launch)
 	[ -x "$LAUNCH" ] || {
 		echo "phalanx: cluster tests: $LAUNCH is not built; run make" >&2
 		return 1
@@ -164,7 +185,8 @@ ckptd_env()
 	chmod 0755 "$CKPTD_DIR"
 	export CKPTD_DIR CKPTD_ADDR=10.77.${PHX_LAB_ID:-0}.1:$(($2 + 10 * ${PHX_LAB_ID:-0}))
 	export CKPTD_METRICS=127.0.0.1:$(($2 + 1 + 10 * ${PHX_LAB_ID:-0}))
-	export PHX=$PHX_BUILD_DIR/cli/phalanx SOCK=$CKPTD_DIR/ckptd.sock
+	PHX=$(phx_program phalanx cli/phalanx)
+	export PHX SOCK=$CKPTD_DIR/ckptd.sock
 	cat >"$CKPTD_DIR/daemon.yaml" <<-YAML
 		recovery:
 		  heartbeat_ms: 250
@@ -182,7 +204,8 @@ start_ckptd()
 	# A killed daemon leaves its socket file; wait for the new one's.
 	rm -f "$CKPTD_DIR/ckptd.sock"
 	# PHX_CKPTD_BIN: another build of the daemon (tests/quickstart's ckptd-asan).
-	"${PHX_CKPTD_BIN:-$PHX_BUILD_DIR/checkpoint/ckptd/phalanx-ckptd}" "$@" --listen "$CKPTD_ADDR" \
+	"${PHX_CKPTD_BIN:-$(phx_program phalanx-ckptd checkpoint/ckptd/phalanx-ckptd)}" "$@" \
+		--listen "$CKPTD_ADDR" \
 		--socket "$CKPTD_DIR/ckptd.sock" --state-dir "$CKPTD_DIR/state" \
 		--key "$LAB_DIR/etc/phalanx.key" --metrics "$CKPTD_METRICS" \
 		>>"$CKPTD_DIR/daemon.log" 2>&1 &
