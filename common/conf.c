@@ -198,6 +198,8 @@ static const struct conf_key keys[] = {
 	  NULL, "5", 0, "steps in the window before a rank's step time counts" },
 	{ "launcher.preflight", K_BOOL, OFF(launcher.preflight), 0, 0, NULL, "false", 0,
 	  "the driver checks GPUs and NCCL of nodes before they run a step (phalanx check)" },
+	{ "launcher.log_time", K_BOOL, OFF(launcher.log_time), 0, 0, NULL, "false", 0,
+	  "whether phalanx-launch's lines carry the local time (--log-time)" },
 	{ "launcher.kernel_log", K_PATH, OFF(launcher.kernel_log), 0, PATH_LEN, NULL, "/dev/kmsg",
 	  K_EMPTY_OK | K_FMT_N, "where agents watch for GPU Xid errors; %n = node; \"\" = off" },
 	{ "check.gemm_tflops_min", K_INT, OFF(check.gemm_tflops_min), 0, 1000000, NULL, "0", 0,
@@ -225,7 +227,8 @@ static const struct conf_key keys[] = {
 	  "checkpoint.shared_every,checkpoint.local_every,checkpoint.digest,"
 	  "launcher.hang_timeout,launcher.max_restarts,launcher.max_relaunches,"
 	  "launcher.same_failure_limit,launcher.straggler_threshold,"
-	  "launcher.straggler_window,launcher.straggler_min_steps,launcher.preflight",
+	  "launcher.straggler_window,launcher.straggler_min_steps,launcher.preflight,"
+	  "launcher.log_time",
 	  0, "keys a user's own phalanx.yaml may set" },
 	/* Read by placement/fabric.c from the same tree; described in phalanx-plan(1). */
 	{ "fabric", K_SKIP, 0, 0, 0, NULL, NULL, 0, "fabric description" },

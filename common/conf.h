@@ -106,6 +106,7 @@ struct phx_conf {
 		int straggler_window_s;
 		int straggler_min_steps;
 		char *kernel_log; /* watched for Xid errors; %n; "" = off */
+		bool log_time; /* the launcher's lines carry the time */
 	} launcher;
 	struct {
 		int gemm_tflops_min; /* 0 = only relative to the median */

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/time.h>
+#include <time.h>
 
 #include "common/log.h"
 
@@ -11,6 +13,7 @@
 
 static enum phx_log_level log_level = PHX_LOG_INFO;
 static phx_log_sink_fn log_sink;
+static bool log_time;
 
 static const char *const level_names[] = {
 	[PHX_LOG_ERROR] = "error",
@@ -28,6 +31,28 @@ void phx_log_set_level(enum phx_log_level level)
 enum phx_log_level phx_log_get_level(void)
 {
 	return log_level;
+}
+
+void phx_log_set_time(bool on)
+{
+	log_time = on;
+}
+
+/* "2026-12-03T18:45:42.123+01:00 " into buf; its length, 0 when the clock cannot be read. */
+static size_t stamp(char *buf, size_t len)
+{
+	struct timeval tv;
+	struct tm tm;
+	char zone[8];
+	int n;
+
+	if (gettimeofday(&tv, NULL) < 0 || !localtime_r(&tv.tv_sec, &tm) ||
+	    !strftime(zone, sizeof(zone), "%z", &tm) || strlen(zone) != 5)
+		return 0;
+	n = snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03ld%.3s:%.2s ", tm.tm_year + 1900,
+		     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+		     (long)(tv.tv_usec / 1000), zone, zone + 3);
+	return n > 0 && (size_t)n < len ? (size_t)n : 0;
 }
 
 void phx_log_set_sink(phx_log_sink_fn sink)
@@ -71,6 +96,8 @@ void phx_vlog(enum phx_log_level level, const char *fmt, va_list ap)
 	if (level > log_level)
 		return;
 	memcpy(line, prefix, off);
+	if (log_time)
+		off += stamp(line + off, sizeof(line) - off);
 	if (level == PHX_LOG_ERROR || level == PHX_LOG_WARN) {
 		n = snprintf(line + off, sizeof(line) - off,
 			     "%s: ", level == PHX_LOG_ERROR ? "error" : "warning");

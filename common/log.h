@@ -8,6 +8,7 @@
 #define PHX_LOG_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 enum phx_log_level {
@@ -22,6 +23,13 @@ typedef void (*phx_log_sink_fn)(enum phx_log_level level, const char *line);
 
 void phx_log_set_level(enum phx_log_level level);
 enum phx_log_level phx_log_get_level(void);
+/*
+ * Whether each line carries the local time after its "phalanx: " prefix,
+ * RFC 3339 to the millisecond ("phalanx: 2026-12-03T18:45:42.123+01:00
+ * ..."): for the long-running launcher, whose lines land in a job's output
+ * file with nothing else to date them. Off by default.
+ */
+void phx_log_set_time(bool on);
 /* NULL restores the default sink (stderr). */
 void phx_log_set_sink(phx_log_sink_fn sink);
 /* Parses "error", "warn", "info", "debug"; returns -1 on anything else. */

@@ -372,6 +372,7 @@ int main(int argc, char **argv)
 		return PHX_EXIT_USAGE;
 	}
 	phx_launch_apply_conf(&o, &a.conf);
+	phx_log_set_time(o.log_time > 0);
 	if (mode == 1) {
 		rc = phx_driver_main(&o, &a.conf, argc, argv);
 		phx_conf_free(&a.conf);

@@ -36,6 +36,7 @@ enum {
 	OPT_CKPT_DIR,
 	OPT_SAVE_INTERVAL,
 	OPT_KEEP,
+	OPT_LOG_TIME,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -62,6 +63,7 @@ static const struct option agent_opts[] = {
 	{ "ckpt-dir", required_argument, NULL, OPT_CKPT_DIR },
 	{ "save-interval", required_argument, NULL, OPT_SAVE_INTERVAL },
 	{ "keep", required_argument, NULL, OPT_KEEP },
+	{ "log-time", no_argument, NULL, OPT_LOG_TIME },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 };
@@ -106,6 +108,7 @@ void phx_launch_usage(FILE *out)
 		"  --ckpt-dir DIR          this job's checkpoint.shared_dir (may hold %%j, %%u)\n"
 		"  --save-interval STEPS   this job's checkpoint.interval\n"
 		"  --keep N                this job's checkpoint.keep\n"
+		"  --log-time              the local time on each line (launcher.log_time)\n"
 		"  --slow-nodes HOSTLIST   nodes placement keeps off the critical path (the "
 		"driver's preflight)\n",
 		PHX_CONF_DEFAULT_PATH);
@@ -158,6 +161,7 @@ static void defaults(struct phx_launch_opts *o)
 	o->straggler_pct = -1;
 	o->straggler_window_s = -1;
 	o->straggler_min_steps = -1;
+	o->log_time = -1;
 }
 
 /* The signals the agent handles; any of them may be the preemption signal. */
@@ -279,6 +283,9 @@ static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *er
 	case OPT_KEEP:
 		o->keep = arg;
 		return 0;
+	case OPT_LOG_TIME:
+		o->log_time = 1;
+		return 0;
 	case OPT_SLOW_NODES:
 		if (strpbrk(arg, " \t\n"))
 			return phx_errf(err, errlen,
@@ -389,6 +396,8 @@ int phx_launch_override_conf(const struct phx_launch_opts *o, struct phx_conf *c
 
 void phx_launch_apply_conf(struct phx_launch_opts *o, const struct phx_conf *conf)
 {
+	if (o->log_time < 0)
+		o->log_time = conf->launcher.log_time;
 	if (o->hang_timeout_s < 0)
 		o->hang_timeout_s = conf->launcher.hang_timeout_s;
 	if (o->max_restarts < 0)

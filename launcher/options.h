@@ -93,6 +93,7 @@ struct phx_launch_opts {
 	const char *slow_nodes; /* host list placement keeps off the critical path; NULL */
 	/* The job's checkpoint settings over the site's; NULL: phalanx.yaml's. */
 	const char *ckpt_dir, *save_interval, *keep;
+	int log_time; /* -1: launcher.log_time */
 	struct phx_role roles[PHX_ROLE_MAX]; /* --role, else one role "default" */
 	size_t nroles;
 	bool explicit_roles; /* --role was given */

@@ -83,6 +83,23 @@ wait_probe()
 	no_leftovers "$TRAIN"
 }
 
+@test "--log-time: every line of the agents carries the local time, RFC 3339, to the millisecond" {
+	local t0 t1 stamp
+	t0=$(date +%s)
+	run --separate-stderr agents 2 --nproc-per-node 1 --log-time -- /bin/true
+	t1=$(date +%s)
+	show_run
+	[ "$status" -eq 0 ]
+	grep -q '^phalanx: ' <<<"$stderr"
+	# Every one of the agents' lines (srun's own are not ours).
+	while read -r line; do
+		[[ $line =~ ^phalanx:\ ([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}[+-][0-9]{2}:[0-9]{2})\  ]]
+		stamp=$(date -d "${BASH_REMATCH[1]}" +%s)
+		[ "$stamp" -ge "$t0" ]
+		[ "$stamp" -le "$t1" ]
+	done < <(grep '^phalanx: ' <<<"$stderr")
+}
+
 @test "every worker gets the torchrun environment, rank by rank" {
 	local lab_hosts env0
 	run --separate-stderr agents 4 --nproc-per-node 2 --max-restarts 2 --run-id probe-run \

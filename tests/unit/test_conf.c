@@ -52,6 +52,7 @@ static const char *const all_keys[] = {
 	"ckptd.max_ranks_per_user",
 	"checkpoint.keep",
 	"users.settable",
+	"launcher.log_time",
 	"launcher.hang_timeout",
 	"launcher.max_restarts",
 	"launcher.spares",

@@ -116,6 +116,23 @@ static void test_conf_fills_defaults(void **state)
 	assert_int_equal(o.hang_timeout_s, conf.launcher.hang_timeout_s);
 	/* An explicit 0 is not "unset". */
 	assert_int_equal(o.max_restarts, 0);
+	/* launcher.log_time, unless --log-time asks for the time anyway. */
+	assert_int_equal(o.log_time, 0);
+	phx_launch_opts_free(&o);
+	conf.launcher.log_time = true;
+	assert_int_equal(parse(argv, NARGS(argv), &o, err), 0);
+	phx_launch_apply_conf(&o, &conf);
+	assert_int_equal(o.log_time, 1);
+	phx_launch_opts_free(&o);
+	conf.launcher.log_time = false;
+	{
+		char *with[] = { "phalanx-launch", "--agent", "--log-time", "true", NULL };
+
+		assert_int_equal(parse(with, NARGS(with), &o, err), 0);
+		phx_launch_apply_conf(&o, &conf);
+		assert_int_equal(o.log_time, 1);
+	}
+	phx_launch_opts_free(&o);
 	phx_conf_free(&conf);
 }
 

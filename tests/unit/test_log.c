@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -78,6 +80,39 @@ static void test_trailing_newline_and_truncation(void **state)
 	assert_true(strlen(last_line) < 4096);
 }
 
+/* --log-time: RFC 3339 local time to the millisecond after the prefix, then the line. */
+static void test_time_stamp(void **state)
+{
+	struct timeval before, after;
+	struct tm tm;
+	char date[16];
+	int y, mo, d, h, mi, sec, ms, zh, zm;
+	char sign;
+
+	gettimeofday(&before, NULL);
+	phx_log_set_time(true);
+	phx_error("bad %s", "thing");
+	phx_log_set_time(false);
+	gettimeofday(&after, NULL);
+	assert_int_equal(sscanf(last_line, "phalanx: %4d-%2d-%2dT%2d:%2d:%2d.%3d%c%2d:%2d ", &y,
+				&mo, &d, &h, &mi, &sec, &ms, &sign, &zh, &zm),
+			 10);
+	assert_true(sign == '+' || sign == '-');
+	assert_non_null(strstr(last_line, " error: bad thing"));
+	assert_int_equal(strlen(last_line), strlen("phalanx: 2026-12-03T18:45:42.123+01:00 "
+						   "error: bad thing"));
+	/* The date is today's, as localtime says (or tomorrow's past midnight). */
+	localtime_r(&before.tv_sec, &tm);
+	strftime(date, sizeof(date), "%Y-%m-%d", &tm);
+	if (strncmp(last_line + 9, date, 10)) {
+		localtime_r(&after.tv_sec, &tm);
+		strftime(date, sizeof(date), "%Y-%m-%d", &tm);
+		assert_memory_equal(last_line + 9, date, 10);
+	}
+	phx_info("plain again");
+	assert_string_equal(last_line, "phalanx: plain again");
+}
+
 static void test_level_parse(void **state)
 {
 	enum phx_log_level l;
@@ -103,6 +138,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_filtering, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trailing_newline_and_truncation, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(test_time_stamp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_level_parse, setup, teardown),
 	};
 
