@@ -19,7 +19,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/bpf.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +29,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "common/log.h"
 #include "spank/devfilter.h"
 
 /* Device programs on one cgroup's path from the root, more than any site stacks. */
@@ -39,18 +39,6 @@
 static int bpf_call(int cmd, union bpf_attr *attr)
 {
 	return (int)syscall(__NR_bpf, cmd, attr, sizeof(*attr));
-}
-
-static int failf(char *why, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int failf(char *why, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, len, fmt, ap);
-	va_end(ap);
-	return -1;
 }
 
 /* ------------------------------------------------------------ where the cgroup is */
@@ -190,7 +178,7 @@ static int load(const dev_t *deny, unsigned n, int tail_map, char *why, size_t l
 
 	prog = calloc(4 * (size_t)n + 16, sizeof(*prog));
 	if (!prog)
-		return failf(why, len, "out of memory");
+		return phx_errf(why, len, "out of memory");
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_type = BPF_PROG_TYPE_CGROUP_DEVICE;
 	attr.insns = (uintptr_t)prog;
@@ -207,8 +195,8 @@ static int load(const dev_t *deny, unsigned n, int tail_map, char *why, size_t l
 			close(fd);
 			fd = -1;
 		}
-		failf(why, len, "cannot load a device program (%s)%s%.200s", strerror(err),
-		      log[0] ? ": " : "", log);
+		phx_errf(why, len, "cannot load a device program (%s)%s%.200s", strerror(err),
+			 log[0] ? ": " : "", log);
 	}
 	free(prog);
 	return fd;
@@ -225,8 +213,8 @@ static int tail_map_of(uint32_t id, char *why, size_t len)
 	attr.prog_id = id;
 	prog_fd = bpf_call(BPF_PROG_GET_FD_BY_ID, &attr);
 	if (prog_fd < 0)
-		return failf(why, len, "cannot take the site's device program %u: %s", id,
-			     strerror(errno));
+		return phx_errf(why, len, "cannot take the site's device program %u: %s", id,
+				strerror(errno));
 	memset(&attr, 0, sizeof(attr));
 	attr.map_type = BPF_MAP_TYPE_PROG_ARRAY;
 	attr.key_size = sizeof(uint32_t);
@@ -239,13 +227,13 @@ static int tail_map_of(uint32_t id, char *why, size_t len)
 		attr.key = (uintptr_t)&key;
 		attr.value = (uintptr_t)&prog_fd;
 		if (bpf_call(BPF_MAP_UPDATE_ELEM, &attr) < 0) {
-			failf(why, len, "cannot chain to the site's device program %u: %s", id,
-			      strerror(errno));
+			phx_errf(why, len, "cannot chain to the site's device program %u: %s", id,
+				 strerror(errno));
 			close(map_fd);
 			map_fd = -1;
 		}
 	} else {
-		failf(why, len, "cannot make a program array: %s", strerror(errno));
+		phx_errf(why, len, "cannot make a program array: %s", strerror(errno));
 	}
 	close(prog_fd);
 	return map_fd;
@@ -354,8 +342,8 @@ static int filter(int cgfd, const dev_t *deny, unsigned n, int *chain_fd, char *
 	int map_fd = NO_FD, prog_fd, rc = -1;
 
 	if (query(cgfd, false, &own) < 0 || query(cgfd, true, &effective) < 0)
-		return failf(why, len, "cannot read the cgroup's device programs: %s",
-			     strerror(errno));
+		return phx_errf(why, len, "cannot read the cgroup's device programs: %s",
+				strerror(errno));
 	chained = chain_to(&own, &effective);
 	if (own.n == 1 && chained)
 		flags = own.flags; /* replacing needs the same flags */
@@ -365,12 +353,12 @@ static int filter(int cgfd, const dev_t *deny, unsigned n, int *chain_fd, char *
 	if (prog_fd < 0)
 		goto out;
 	if (attach(cgfd, prog_fd, flags) < 0) {
-		failf(why, len, "cannot attach the device program: %s", strerror(errno));
+		phx_errf(why, len, "cannot attach the device program: %s", strerror(errno));
 		goto out;
 	}
 	if (!kept(cgfd, &effective, prog_id(prog_fd), chained)) {
 		detach(cgfd, prog_fd);
-		failf(why, len, "the site's device rules would not all apply beside Phalanx's");
+		phx_errf(why, len, "the site's device rules would not all apply beside Phalanx's");
 		goto out;
 	}
 	*chain_fd = map_fd;
@@ -394,18 +382,20 @@ static int made_dir(int parent, const char *name, const char *path, struct phx_d
 	if (snprintf(made->cgroup, sizeof(made->cgroup), "%s/%s", path, name) >=
 	    (int)sizeof(made->cgroup)) {
 		made->cgroup[0] = '\0';
-		return failf(why, len, "cgroup path %s is too long", path);
+		return phx_errf(why, len, "cgroup path %s is too long", path);
 	}
 	/* One left by an earlier task of that name holds its programs: never reused. */
 	if (mkdirat(parent, name, 0755) < 0 &&
 	    (errno != EEXIST || unlinkat(parent, name, AT_REMOVEDIR) < 0 ||
 	     mkdirat(parent, name, 0755) < 0)) {
 		made->cgroup[0] = '\0';
-		return failf(why, len, "cannot make cgroup %s/%s: %s", path, name, strerror(errno));
+		return phx_errf(why, len, "cannot make cgroup %s/%s: %s", path, name,
+				strerror(errno));
 	}
 	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return failf(why, len, "cannot open cgroup %s/%s: %s", path, name, strerror(errno));
+		return phx_errf(why, len, "cannot open cgroup %s/%s: %s", path, name,
+				strerror(errno));
 	return fd;
 }
 
@@ -418,22 +408,22 @@ int phx_devfilter_apply(pid_t pid, const dev_t *deny, unsigned n, const char *na
 	made->cgroup[0] = '\0';
 	made->chain_fd = NO_FD;
 	if (cgroup2_mount(mount, sizeof(mount)) < 0)
-		return failf(why, why_len, "no cgroup-v2 hierarchy is mounted");
+		return phx_errf(why, why_len, "no cgroup-v2 hierarchy is mounted");
 	if (task_cgroup(pid, rel, sizeof(rel)) < 0)
-		return failf(why, why_len, "cannot read the cgroup-v2 path of process %d",
-			     (int)pid);
+		return phx_errf(why, why_len, "cannot read the cgroup-v2 path of process %d",
+				(int)pid);
 	snprintf(path, sizeof(path), "%s%s", mount, strcmp(rel, "/") ? rel : "");
 	cgfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (cgfd < 0)
-		return failf(why, why_len, "cannot open cgroup %s: %s", path, strerror(errno));
+		return phx_errf(why, why_len, "cannot open cgroup %s: %s", path, strerror(errno));
 	target = cgfd;
 	if (!strcmp(rel, "/") || !holds_only(cgfd, pid)) {
 		target = made_dir(cgfd, name, path, made, why, why_len);
 		if (target < 0)
 			goto out;
 		if (move_into(target, pid) < 0) {
-			failf(why, why_len, "cannot move process %d into %s: %s", (int)pid,
-			      made->cgroup, strerror(errno));
+			phx_errf(why, why_len, "cannot move process %d into %s: %s", (int)pid,
+				 made->cgroup, strerror(errno));
 			goto out;
 		}
 	}
