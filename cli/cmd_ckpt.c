@@ -29,10 +29,11 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 
-const char phx_ckpt_usage[] = "usage: phalanx ckpt ls [--job JOB] [--json] [--socket PATH]\n"
-			      "       phalanx ckpt verify JOB [GEN] [--threads N] [--socket PATH]\n"
-			      "       phalanx ckpt rm JOB GEN|all [--socket PATH]\n";
-const char phx_status_usage[] = "usage: phalanx status [--json] [--socket PATH]\n";
+const char phx_ckpt_usage[] = "usage: phalanx ckpt ls [--job JOB] [--json] [WHERE]\n"
+			      "       phalanx ckpt verify JOB [GEN] [--threads N] [WHERE]\n"
+			      "       phalanx ckpt rm JOB GEN|all [WHERE]\n"
+			      "WHERE: " PHX_CKPTD_USAGE "\n";
+const char phx_status_usage[] = "usage: phalanx status [--json] " PHX_CKPTD_USAGE "\n";
 
 static int parse_u64(const char *s, uint64_t min, uint64_t *out)
 {
@@ -396,7 +397,7 @@ static int do_status(struct phx_ckptd_admin *a, int json)
 /* ------------------------------------------------------------------ commands */
 
 struct common_opts {
-	const char *socket;
+	struct phx_ckptd_where where;
 	int json, threads;
 	uint64_t job;
 };
@@ -405,7 +406,7 @@ static int parse_common(const char *cmd, const char *usage, int argc, char **arg
 			struct common_opts *o)
 {
 	static const struct option longopts[] = {
-		{ "socket", required_argument, NULL, 's' },
+		PHX_CKPTD_LONGOPTS,
 		{ "json", no_argument, NULL, 'j' },
 		{ "job", required_argument, NULL, 'J' },
 		{ "threads", required_argument, NULL, 't' },
@@ -416,10 +417,9 @@ static int parse_common(const char *cmd, const char *usage, int argc, char **arg
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+		if (phx_ckptd_where_opt(&o->where, c, optarg))
+			continue;
 		switch (c) {
-		case 's':
-			o->socket = optarg;
-			break;
 		case 'j':
 			o->json = 1;
 			break;
@@ -448,7 +448,6 @@ int phx_cmd_ckpt(int argc, char **argv)
 {
 	struct common_opts o = { .threads = 8 };
 	struct phx_ckptd_admin a = { .fd = -1 };
-	struct phx_conf conf = { 0 };
 	const char *sub = argc > 1 ? argv[1] : "";
 	uint64_t job = 0, gen = 0;
 	int rc;
@@ -480,7 +479,7 @@ int phx_cmd_ckpt(int argc, char **argv)
 	if (rc)
 		return rc;
 	rc = 1;
-	if (phx_ckptd_open(&a, o.socket ? o.socket : phx_ckptd_default_socket(&conf)) == 0) {
+	if (phx_ckptd_open(&a, &o.where) == 0) {
 		if (!strcmp(sub, "ls"))
 			rc = do_ls(&a, o.job, o.json);
 		else if (!strcmp(sub, "verify"))
@@ -489,7 +488,6 @@ int phx_cmd_ckpt(int argc, char **argv)
 			rc = do_rm(&a, job, gen);
 	}
 	phx_ckptd_close(&a);
-	phx_conf_free(&conf);
 	return rc;
 }
 
@@ -497,15 +495,13 @@ int phx_cmd_status(int argc, char **argv)
 {
 	struct common_opts o = { 0 };
 	struct phx_ckptd_admin a = { .fd = -1 };
-	struct phx_conf conf = { 0 };
 	int rc = parse_common("status", phx_status_usage, argc, argv, &o);
 
 	if (rc || (rc = phx_cli_no_arguments("status", argc, argv, phx_status_usage)))
 		return rc;
 	rc = 1;
-	if (phx_ckptd_open(&a, o.socket ? o.socket : phx_ckptd_default_socket(&conf)) == 0)
+	if (phx_ckptd_open(&a, &o.where) == 0)
 		rc = do_status(&a, o.json);
 	phx_ckptd_close(&a);
-	phx_conf_free(&conf);
 	return rc;
 }

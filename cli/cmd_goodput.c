@@ -22,12 +22,12 @@
 #include "cli/commands.h"
 
 const char phx_goodput_usage[] =
-	"usage: phalanx goodput JOB [--json] [--socket PATH]\n"
+	"usage: phalanx goodput JOB [--json] " PHX_CKPTD_USAGE "\n"
 	"       phalanx goodput --model [--gpus N] [--stall S] [--mttr S]\n"
 	"                       [--failure-rate FAILURES/DAYS/GPUS | PER_GPU_HOUR] [--json]\n";
 
 struct opts {
-	const char *socket;
+	struct phx_ckptd_where where;
 	int json, model;
 	double gpus, stall, mttr, rate;
 };
@@ -74,7 +74,7 @@ static int parse_rate(const char *s, double *rate)
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
-		{ "socket", required_argument, NULL, 's' },
+		PHX_CKPTD_LONGOPTS,
 		{ "json", no_argument, NULL, 'j' },
 		{ "model", no_argument, NULL, 'M' },
 		{ "gpus", required_argument, NULL, 'g' },
@@ -87,10 +87,9 @@ static int parse(int argc, char **argv, struct opts *o)
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+		if (phx_ckptd_where_opt(&o->where, c, optarg))
+			continue;
 		switch (c) {
-		case 's':
-			o->socket = optarg;
-			break;
 		case 'j':
 			o->json = 1;
 			break;
@@ -256,7 +255,7 @@ int phx_cmd_goodput(int argc, char **argv)
 	}
 	req = phx_wire_new(PHX_MSG_GOODPUT);
 	json_object_object_add(req, "job", json_object_new_uint64(job));
-	if (phx_ckptd_request(o.socket, req, &m) < 0)
+	if (phx_ckptd_request(&o.where, req, &m) < 0)
 		return 1;
 	if (o.json)
 		printf("%s\n", json_object_to_json_string_ext(m.payload, JSON_C_TO_STRING_PRETTY));

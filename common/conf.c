@@ -123,6 +123,8 @@ static const struct conf_key keys[] = {
 	  "HOST:PORT jobs reach phalanx-ckptd at; \"\" = not used" },
 	{ "ckptd.socket", K_PATH, OFF(ckptd.socket), 0, SOCKET_PATH_LEN, NULL,
 	  "/run/phalanx/ckptd.sock", 0, "local socket of phalanx-ckptd" },
+	{ "ckptd.munge_socket", K_PATH, OFF(ckptd.munge_socket), 0, SOCKET_PATH_LEN, NULL, "",
+	  K_EMPTY_OK, "munged's socket for queries over TCP; \"\" = libmunge's default" },
 	{ "ckptd.metrics", K_HOSTPORT, OFF(ckptd.metrics), 0, 255, NULL, "127.0.0.1:7721",
 	  K_EMPTY_OK, "HOST:PORT of phalanx-ckptd's Prometheus metrics; \"\" = none" },
 	{ "ckptd.interval", K_ENUM, OFF(ckptd.interval), 0, 0, interval_names, "auto", 0,

@@ -65,6 +65,7 @@ struct phx_conf {
 		char *listen;
 		char *address;
 		char *socket;
+		char *munge_socket; /* "" = libmunge's default */
 		char *metrics; /* HOST:PORT of the metrics endpoint; "" = none */
 		int interval; /* enum phx_ckpt_interval_mode */
 		int interval_steps;

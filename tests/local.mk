@@ -1,6 +1,7 @@
 # Every subcommand of phalanx answers --help; config check fails where the plugin would.
-TESTS += tests/cli/help tests/cli/config tests/ckptd/notify tests/metrics/check
-EXTRA_DIST += tests/cli/help tests/cli/config tests/ckptd/notify tests/metrics/check \
+TESTS += tests/cli/help tests/cli/config tests/ckptd/notify tests/ckptd/remote \
+	tests/metrics/check
+EXTRA_DIST += tests/cli/help tests/cli/config tests/ckptd/notify tests/ckptd/remote tests/metrics/check \
 	tests/ckptd/daemon.py tests/metrics/rules_test.yml
 # make install gives a plugstack line, plugin, unit and binaries that agree.
 TESTS += tests/install/check

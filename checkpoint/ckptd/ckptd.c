@@ -26,6 +26,7 @@
 #include "checkpoint/ckptd/ckptd_job.h"
 #include "checkpoint/ckptd/ckptd_journal.h"
 #include "checkpoint/ckptd/ckptd_metrics.h"
+#include "checkpoint/ckptd/ckptd_munge.h"
 #include "checkpoint/ckptd/ckptd_recovery.h"
 #include "common/conf.h"
 #include "common/file.h"
@@ -189,9 +190,9 @@ static int setup(struct ckptd *d, struct phx_conf *conf)
 		return -1;
 	}
 	ckptd_agent_init(d);
-	ckptd_admin_init(d);
 	d->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (d->epfd < 0 || ckptd_catalog_load(d, err, sizeof(err)) < 0 ||
+	if (d->epfd < 0 || ckptd_admin_init(d, conf->ckptd.munge_socket, err, sizeof(err)) < 0 ||
+	    ckptd_catalog_load(d, err, sizeof(err)) < 0 ||
 	    ckptd_listen_tcp(d, o->listen ? o->listen : conf->ckptd.listen, err, sizeof(err)) < 0 ||
 	    ckptd_listen_unix(d, o->socket ? o->socket : conf->ckptd.socket, err, sizeof(err)) <
 		    0 ||
@@ -234,6 +235,8 @@ static void loop(struct ckptd *d)
 				ckptd_accept(d, d->unix_fd, CKPTD_ADMIN);
 			else if (p == &d->mhd_fd)
 				ckptd_metrics_run(d);
+			else if (p == &d->munge_fd)
+				ckptd_munge_collect(d);
 			else if (!((struct ckptd_conn *)p)->dead)
 				ckptd_conn_io(d, p, evs[i].events);
 		}
@@ -266,6 +269,7 @@ static void loop(struct ckptd *d)
 static void teardown(struct ckptd *d)
 {
 	ckptd_conn_close_all(d);
+	ckptd_munge_stop(d);
 	ckptd_metrics_stop(d);
 	if (d->socket_path[0])
 		unlink(d->socket_path);
@@ -279,7 +283,9 @@ static void teardown(struct ckptd *d)
 int main(int argc, char **argv)
 {
 	struct sigaction sa = { .sa_handler = on_signal };
-	static struct ckptd d = { .tcp_fd = -1, .unix_fd = -1, .mhd_fd = -1, .epfd = -1 };
+	static struct ckptd d = {
+		.tcp_fd = -1, .unix_fd = -1, .mhd_fd = -1, .munge_fd = -1, .epfd = -1
+	};
 	struct phx_conf conf;
 	int rc;
 

@@ -7,10 +7,11 @@
  *
  * This header holds the daemon's data; each module's functions are in
  * its own header. A module calls only modules listed before it: clock,
- * journal, slurm, authz (what a job's token may speak for), job (the job
- * table), conn (sockets and sends), recovery, catalog (generations and
- * their journal records), agent and admin (message handlers, registered
- * with conn), metrics, ckptd.c's main.
+ * journal, slurm, authz (what a job's token may speak for), munge (admin
+ * credentials on the TCP port), job (the job table), conn (sockets and
+ * sends), recovery, catalog (generations and their journal records),
+ * agent and admin (message handlers, registered with conn), metrics,
+ * ckptd.c's main.
  */
 #ifndef PHX_CKPTD_H
 #define PHX_CKPTD_H
@@ -114,6 +115,7 @@ struct ckptd_metrics {
 	uint64_t commits, aborts, failures, node_bad;
 	uint64_t auth_failures, protocol_errors, journal_compactions;
 	uint64_t preauth_refused; /* connections refused by the pre-auth caps */
+	uint64_t munge_refused; /* TCP admins whose MUNGE credential failed */
 	double late_s_sum; /* the loop's own lateness, credited to heartbeats */
 	double commit_s_sum;
 	uint64_t commit_le[8]; /* cumulative histogram of commit latency */
@@ -153,6 +155,7 @@ struct ckptd_recovery_metrics {
 };
 
 struct ckptd;
+struct ckptd_munge;
 
 /*
  * A connection's messages go to the handler of the role its hello named
@@ -207,6 +210,9 @@ struct ckptd {
 	double next_recovery;
 	void *mhd;
 	int mhd_fd;
+	struct ckptd_munge *munge; /* admin's */
+	int munge_fd; /* readable when MUNGE verdicts wait (ckptd_munge.h) */
+	uint64_t conn_serial; /* the newest connection's */
 	double started, started_wall; /* monotonic; and seconds since the epoch */
 	volatile sig_atomic_t stop;
 };
@@ -222,9 +228,10 @@ struct ckptd_conn {
 	char nonce[PHX_WIRE_NONCE_HEX + 1];
 	uint32_t job_id, uid;
 	char node[PHX_MANIFEST_NODE_MAX + 1];
-	char peer[64]; /* address or uid, for log lines */
+	char peer[80]; /* address or uid, for log lines */
 	struct ckptd_job *job; /* after register; a driver's after auth, not attached */
-	uid_t peer_uid; /* admin: SO_PEERCRED */
+	uint64_t serial; /* unique in the daemon's life: outlives the pointer */
+	uid_t peer_uid; /* admin: SO_PEERCRED, or its MUNGE credential's on TCP */
 	int authed, out_armed, dead;
 	double since; /* accepted at */
 	double last_hb; /* monotonic time of the newest heartbeat; 0 = none */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The admin socket: phalanx ckpt ls|verify|rm and phalanx status. The
- * peer's uid comes from SO_PEERCRED: root and SlurmUser see and change
- * every job, anyone else only the jobs that run under their uid.
+ * Admin requests: phalanx ckpt ls|verify|rm, status and goodput. The
+ * peer's uid comes from SO_PEERCRED on the admin socket, from a MUNGE
+ * credential on the TCP port (other hosts): root and SlurmUser see and
+ * change every job, anyone else only the jobs that run under their uid.
  */
 #include "config.h"
 
@@ -16,6 +17,7 @@
 #include "checkpoint/ckptd/ckptd_catalog.h"
 #include "checkpoint/ckptd/ckptd_conn.h"
 #include "checkpoint/ckptd/ckptd_job.h"
+#include "checkpoint/ckptd/ckptd_munge.h"
 #include "checkpoint/ckptd/ckptd_recovery.h"
 #include "checkpoint/proto/ckpt_json.h"
 #include "common/log.h"
@@ -198,17 +200,61 @@ static void on_goodput(struct ckptd *d, struct ckptd_conn *c, const struct phx_w
 	ckptd_send(d, c, o);
 }
 
+static void welcome(struct ckptd *d, struct ckptd_conn *c)
+{
+	struct json_object *o = phx_wire_new(PHX_MSG_WELCOME);
+
+	json_object_object_add(o, "committed", json_object_new_int(0));
+	json_object_object_add(o, "step", json_object_new_int(0));
+	ckptd_send(d, c, o);
+}
+
+/* An admin on the TCP port: its uid is the one its MUNGE credential names. */
+static void tcp_hello(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
+{
+	if (!m->cred)
+		ckptd_refuse(d, c,
+			     "an admin on the TCP port needs a MUNGE credential; use phalanx "
+			     "status|goodput|ckpt with --server HOST:PORT, or the daemon's socket "
+			     "on its host");
+	else if (ckptd_munge_check(d, c->serial, m->cred) < 0)
+		ckptd_refuse(d, c, "too many MUNGE credentials waiting to be checked; try again");
+}
+
+static void munge_verdict(struct ckptd *d, const struct ckptd_munge_verdict *v)
+{
+	struct ckptd_conn *c = ckptd_conn_find(d, v->serial);
+	char addr[48]; /* an IPv6 address's text fits */
+
+	if (!c)
+		return;
+	if (!v->ok) {
+		d->m.munge_refused++;
+		ckptd_refuse(d, c, "%s", v->why);
+		return;
+	}
+	c->peer_uid = v->uid;
+	snprintf(addr, sizeof(addr), "%.47s", c->peer);
+	snprintf(c->peer, sizeof(c->peer), "uid %u at %s", (unsigned)v->uid, addr);
+	ckptd_conn_authed(d, c);
+	welcome(d, c);
+}
+
 static void admin_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg *m)
 {
-	switch (m->type) {
-	case PHX_MSG_HELLO: {
-		struct json_object *o = phx_wire_new(PHX_MSG_WELCOME);
-
-		json_object_object_add(o, "committed", json_object_new_int(0));
-		json_object_object_add(o, "step", json_object_new_int(0));
-		ckptd_send(d, c, o);
-		break;
+	if (c->kind != CKPTD_ADMIN && m->type != PHX_MSG_HELLO && !c->authed) {
+		ckptd_refuse(d, c,
+			     "%s before the MUNGE credential was checked; wait for the welcome",
+			     phx_msg_name(m->type));
+		return;
 	}
+	switch (m->type) {
+	case PHX_MSG_HELLO:
+		if (c->kind == CKPTD_ADMIN)
+			welcome(d, c);
+		else
+			tcp_hello(d, c, m);
+		break;
 	case PHX_MSG_LS:
 		on_ls(d, c, m);
 		break;
@@ -229,7 +275,8 @@ static void admin_msg(struct ckptd *d, struct ckptd_conn *c, struct phx_wire_msg
 	}
 }
 
-void ckptd_admin_init(struct ckptd *d)
+int ckptd_admin_init(struct ckptd *d, const char *munge_socket, char *err, size_t errlen)
 {
 	ckptd_conn_handle(d, PHX_ROLE_ADMIN, admin_msg);
+	return ckptd_munge_start(d, munge_socket, munge_verdict, err, errlen);
 }

@@ -5,7 +5,10 @@
 
 #include "checkpoint/ckptd/ckptd.h"
 
-/* Registers the admin handler with the connection layer. */
-void ckptd_admin_init(struct ckptd *d);
+#include <stddef.h>
+
+/* Registers the admin handler with the connection layer and starts the
+ * MUNGE checks of TCP admins (munge_socket "" = libmunge's default). */
+int ckptd_admin_init(struct ckptd *d, const char *munge_socket, char *err, size_t errlen);
 
 #endif

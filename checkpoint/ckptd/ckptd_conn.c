@@ -174,6 +174,8 @@ static void peer_name(struct ckptd_conn *c)
 		}
 		return;
 	}
+	/* Nobody until a MUNGE credential says otherwise (an admin on TCP). */
+	c->peer_uid = (uid_t)-1;
 	if (getpeername(c->fd, (struct sockaddr *)&ss, &len) == 0) {
 		if (ss.ss_family == AF_INET)
 			inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, host,
@@ -212,6 +214,16 @@ static void pause_accept(struct ckptd *d)
 	d->accept_paused_until = ckptd_now() + 1.0;
 }
 
+/* Still to come: the hello; on TCP an admin's checked credential, an agent's register. */
+static int handshaking(const struct ckptd_conn *c)
+{
+	if (c->kind == CKPTD_ADMIN)
+		return c->order.stage == 0;
+	if (c->order.stage && c->order.role == PHX_ROLE_ADMIN)
+		return !c->authed;
+	return !c->job;
+}
+
 void ckptd_conn_sweep(struct ckptd *d)
 {
 	double now = ckptd_now();
@@ -221,7 +233,7 @@ void ckptd_conn_sweep(struct ckptd *d)
 		d->accept_paused_until = 0;
 	}
 	for (struct ckptd_conn *c = d->conns; c; c = c->next) {
-		int waiting = c->kind == CKPTD_AGENT ? !c->job : c->order.stage == 0;
+		int waiting = handshaking(c);
 
 		if (c->dead)
 			continue;
@@ -253,8 +265,8 @@ void ckptd_conn_authed(struct ckptd *d, struct ckptd_conn *c)
 		return;
 	c->authed = 1;
 	d->preauth--;
-	/* Proven: manifests and registers may now come in full-size frames. */
-	c->rd.max = PHX_WIRE_MAX_FRAME;
+	/* Proven: an agent's manifests and registers may now come in full-size frames. */
+	c->rd.max = c->order.role == PHX_ROLE_ADMIN ? CKPTD_ADMIN_FRAME : PHX_WIRE_MAX_FRAME;
 }
 
 void ckptd_conn_close_all(struct ckptd *d)
@@ -285,6 +297,7 @@ void ckptd_accept(struct ckptd *d, int lfd, enum ckptd_conn_kind kind)
 		}
 		c->fd = fd;
 		c->kind = kind;
+		c->serial = ++d->conn_serial;
 		if (kind == CKPTD_AGENT)
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		phx_wire_reader_init(&c->rd,
@@ -387,8 +400,9 @@ void ckptd_conn_fail(struct ckptd *d, struct ckptd_conn *c, const char *why)
 		return;
 	if (why)
 		phx_info("closing %s connection from %s%s%s: %s",
-			 c->kind == CKPTD_ADMIN ? "admin" : "agent", c->peer,
-			 c->node[0] ? " node " : "", c->node, why);
+			 c->kind == CKPTD_ADMIN || c->order.role == PHX_ROLE_ADMIN ? "admin"
+										   : "agent",
+			 c->peer, c->node[0] ? " node " : "", c->node, why);
 	c->dead = 1;
 	c->next_dead = d->dead;
 	d->dead = c;
@@ -434,14 +448,20 @@ void ckptd_reap(struct ckptd *d)
 	}
 }
 
+struct ckptd_conn *ckptd_conn_find(struct ckptd *d, uint64_t serial)
+{
+	for (struct ckptd_conn *c = d->conns; c; c = c->next)
+		if (c->serial == serial)
+			return c->dead ? NULL : c;
+	return NULL;
+}
+
 /* The admin socket's peers are admins from the start; a TCP peer is what its hello said. */
 static ckptd_msg_fn handler_of(const struct ckptd *d, const struct ckptd_conn *c)
 {
 	if (c->kind == CKPTD_ADMIN)
 		return d->handlers[PHX_ROLE_ADMIN];
-	if (c->order.role == PHX_ROLE_DRIVER)
-		return d->handlers[PHX_ROLE_DRIVER];
-	return d->handlers[PHX_ROLE_AGENT];
+	return d->handlers[c->order.role];
 }
 
 static void dispatch(struct ckptd *d, struct ckptd_conn *c, const char *body, size_t len)
@@ -456,10 +476,9 @@ static void dispatch(struct ckptd *d, struct ckptd_conn *c, const char *body, si
 		return;
 	}
 	handler = handler_of(d, c);
-	if (m.type == PHX_MSG_HELLO && (m.role == PHX_ROLE_ADMIN) != (c->kind == CKPTD_ADMIN))
-		ckptd_refuse(d, c, "hello: role %s on the %s socket",
-			     m.role == PHX_ROLE_ADMIN ? "admin" : "agent",
-			     c->kind == CKPTD_ADMIN ? "admin" : "agent");
+	/* An admin may come over TCP too (with a MUNGE credential); an agent only so. */
+	if (m.type == PHX_MSG_HELLO && m.role != PHX_ROLE_ADMIN && c->kind == CKPTD_ADMIN)
+		ckptd_refuse(d, c, "hello: role agent on the admin socket");
 	else if (!handler)
 		ckptd_refuse(d, c, "%s: no handler for %s connections", phx_msg_name(m.type),
 			     c->kind == CKPTD_ADMIN ? "admin" : "agent");

@@ -29,6 +29,8 @@ void ckptd_refuse(struct ckptd *d, struct ckptd_conn *c, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void ckptd_conn_fail(struct ckptd *d, struct ckptd_conn *c, const char *why);
 void ckptd_reap(struct ckptd *d);
+/* The open connection of that serial, or NULL once it is closed. */
+struct ckptd_conn *ckptd_conn_find(struct ckptd *d, uint64_t serial);
 /* Once a second: closes connections that did not finish the handshake in
  * time, and resumes accepting after a shortage of descriptors. */
 void ckptd_conn_sweep(struct ckptd *d);

@@ -279,6 +279,9 @@ char *ckptd_metrics_text(struct ckptd *d)
 	metric(&b, "node_bad_total", "counter", "Bad-node reports.", (double)m->node_bad);
 	metric(&b, "auth_failures_total", "counter", "Agents that failed the token challenge.",
 	       (double)m->auth_failures);
+	metric(&b, "munge_refused_total", "counter",
+	       "Admin clients on the TCP port whose MUNGE credential was refused.",
+	       (double)m->munge_refused);
 	metric(&b, "protocol_errors_total", "counter", "Connections closed for a bad message.",
 	       (double)m->protocol_errors);
 	metric(&b, "preauth_refused_total", "counter",

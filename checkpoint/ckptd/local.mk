@@ -9,6 +9,7 @@ checkpoint_ckptd_libphxckptd_la_SOURCES = \
 	checkpoint/ckptd/ckptd_journal.c checkpoint/ckptd/ckptd_journal.h \
 	checkpoint/ckptd/ckptd_slurm.c checkpoint/ckptd/ckptd_slurm.h \
 	checkpoint/ckptd/ckptd_authz.c checkpoint/ckptd/ckptd_authz.h \
+	checkpoint/ckptd/ckptd_munge.c checkpoint/ckptd/ckptd_munge.h \
 	checkpoint/ckptd/ckptd_job.c checkpoint/ckptd/ckptd_job.h \
 	checkpoint/ckptd/ckptd_conn.c checkpoint/ckptd/ckptd_conn.h \
 	checkpoint/ckptd/ckptd_recovery.c checkpoint/ckptd/ckptd_recovery.h \
@@ -21,7 +22,7 @@ checkpoint_ckptd_libphxckptd_la_SOURCES = \
 	checkpoint/ckptd/ckpt_interval.c checkpoint/ckptd/ckpt_interval.h \
 	checkpoint/ckptd/recovery_policy.c checkpoint/ckptd/recovery_policy.h \
 	checkpoint/ckptd/goodput.c checkpoint/ckptd/goodput.h
-checkpoint_ckptd_libphxckptd_la_LIBADD = $(MHD_LIBS)
+checkpoint_ckptd_libphxckptd_la_LIBADD = $(MHD_LIBS) $(MUNGE_LIBS) -lpthread
 
 sbin_PROGRAMS += checkpoint/ckptd/phalanx-ckptd
 checkpoint_ckptd_phalanx_ckptd_SOURCES = checkpoint/ckptd/ckptd.c

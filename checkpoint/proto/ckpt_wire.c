@@ -142,14 +142,17 @@ static int job_field(struct ctx *c, int optional)
 static int d_hello(struct ctx *c)
 {
 	static const char *const agent[] = { "v", "type", "role", "job", "uid", "node", NULL };
-	static const char *const admin[] = { "v", "type", "role", NULL };
+	static const char *const admin[] = { "v", "type", "role", "cred", NULL };
 	const char *role;
 
 	if (str(c, "role", 16, 0, &role, 0) < 0)
 		return -1;
 	if (!strcmp(role, "admin")) {
 		c->m->role = PHX_ROLE_ADMIN;
-		return phx_json_only_keys(c->o, c->what, admin, c->err, c->errlen);
+		if (phx_json_only_keys(c->o, c->what, admin, c->err, c->errlen) < 0)
+			return -1;
+		/* A MUNGE credential: how an admin client off the daemon's host says who it is. */
+		return str(c, "cred", PHX_WIRE_CRED_MAX, 0, &c->m->cred, 1);
 	}
 	if (!strcmp(role, "driver")) {
 		if (c->m->version < 3)
@@ -847,11 +850,13 @@ struct json_object *phx_wire_hello_driver(uint32_t job, uint32_t uid, const char
 	return o;
 }
 
-struct json_object *phx_wire_hello_admin(void)
+struct json_object *phx_wire_hello_admin(const char *cred)
 {
 	struct json_object *o = phx_wire_new(PHX_MSG_HELLO);
 
 	json_object_object_add(o, "role", json_object_new_string("admin"));
+	if (cred)
+		json_object_object_add(o, "cred", json_object_new_string(cred));
 	return o;
 }
 

@@ -76,6 +76,13 @@
 #define PHX_WIRE_NONCE_HEX 64
 #define PHX_WIRE_MAC_HEX 64
 #define PHX_WIRE_REASON_MAX 255
+/*
+ * An admin client off the daemon's host proves its uid with a MUNGE
+ * credential of this payload: one minted for anything else (Slurm's RPCs)
+ * is refused, and munged refuses a credential decoded twice.
+ */
+#define PHX_WIRE_MUNGE_PAYLOAD "phalanx-ckptd admin v1"
+#define PHX_WIRE_CRED_MAX 2048
 #define PHX_WIRE_MAX_SHARDS 4096 /* shards in one prepare: ranks of one node */
 
 enum phx_msg {
@@ -122,6 +129,7 @@ struct phx_wire_msg {
 	int has_gen, has_job, has_step, has_value, has_uid;
 	enum phx_wire_role role;
 	const char *node, *layout, *reason, *nonce, *mac, *kind, *mode, *interval;
+	const char *cred; /* admin hello: a MUNGE credential, NULL if none */
 	const char *proof; /* welcome: the daemon's answer to the auth's nonce, NULL if none */
 	size_t nshards;
 	struct phx_manifest_shard *shards; /* prepare; node taken from the connection */
@@ -189,7 +197,8 @@ char *phx_wire_frame(struct json_object *obj, size_t *len);
 /* Message builders: a new object with "type" set; "v" is added at framing. */
 struct json_object *phx_wire_new(enum phx_msg type);
 struct json_object *phx_wire_hello_agent(uint32_t job, uint32_t uid, const char *node);
-struct json_object *phx_wire_hello_admin(void);
+/* cred: a MUNGE credential of PHX_WIRE_MUNGE_PAYLOAD (TCP), NULL on the Unix socket. */
+struct json_object *phx_wire_hello_admin(const char *cred);
 struct json_object *phx_wire_hello_driver(uint32_t job, uint32_t uid, const char *node);
 struct json_object *phx_wire_error(const char *reason);
 struct json_object *phx_wire_prepare(uint64_t gen, uint64_t step,

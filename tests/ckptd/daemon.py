@@ -23,6 +23,7 @@ class Daemon:
         self.key = os.path.join(self.dir, "key")
         self.admin = os.path.join(self.dir, "ckptd.sock")
         self.metrics = f"127.0.0.1:{free_port()}"
+        self.tcp = f"127.0.0.1:{free_port()}"
         self.log = os.path.join(self.dir, "log")
         self.proc = None
         subprocess.run([PHALANX, "keygen", self.key], check=True, stdout=subprocess.DEVNULL)
@@ -35,7 +36,7 @@ class Daemon:
             os.unlink(self.admin)
         self.proc = subprocess.Popen(
             [CKPTD, "-c", os.path.join(self.dir, "phalanx.yaml"),
-             "--listen", f"127.0.0.1:{free_port()}", "--socket", self.admin,
+             "--listen", self.tcp, "--socket", self.admin,
              "--state-dir", os.path.join(self.dir, "state"), "--key", self.key,
              "--metrics", self.metrics],
             env=dict(os.environ, **(env or {})), stdout=open(self.log, "a"),

@@ -40,7 +40,9 @@ teardown_file()
 
 start_daemon()
 {
-	start_ckptd --keep 3
+	# The lab's munged vouches for admins on the TCP port (other hosts).
+	printf 'ckptd:\n  munge_socket: %s\n' "$LAB_DIR/munge/munge.socket" >"$CKPTD_DIR/daemon.yaml"
+	start_ckptd --keep 3 --config "$CKPTD_DIR/daemon.yaml"
 }
 
 stop_daemon()
@@ -250,6 +252,55 @@ ckpt()
 	grep -q "rank 1: .* copy is not readable here: .*$job-1-1 is not a regular file" <<<"$stderr"
 	! grep -q 12345 <<<"$stderr$output"
 	grep -q '2 ranks): 0 verified, 0 corrupt, 2 not readable here' <<<"$output"
+}
+
+@test "on a node of the job, its owner's phalanx status, goodput and ckpt ls reach the daemon over TCP with MUNGE; another user sees none of it" {
+	local dir=$CKPTD_DIR/remote job login=$CKPTD_DIR/login.yaml other
+	id nobody >/dev/null 2>&1 || skip "no user 'nobody'"
+	other=$(getent passwd daemon | cut -d: -f3)
+	[ -n "$other" ] || skip "no user 'daemon'"
+	as_nobody=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
+	mkdir -p "$dir"
+	chown nobody "$dir"
+	# A login node's phalanx.yaml: no daemon socket there, the daemon's address.
+	printf 'ckptd:\n  socket: %s\n  address: "%s"\n  munge_socket: %s\n' \
+		"$CKPTD_DIR/absent.sock" "$CKPTD_ADDR" "$LAB_DIR/munge/munge.socket" >"$login"
+	chmod 0644 "$login"
+	job=$("${as_nobody[@]}" env -C / sbatch --parsable -N1 -w node2 -o /dev/null --wrap 'sleep 600')
+	[[ $job =~ ^[0-9]+$ ]]
+	wait_for 60 job_running "$job"
+	run --separate-stderr "${as_nobody[@]}" env -C / srun --jobid="$job" --overlap -N1 bash -c \
+		'exec "$0" run --address "$1" --token "$PHALANX_JOB_TOKEN" --job "$SLURM_JOB_ID" \
+			--uid "$(id -u)" --nodes 1 --first-node 0 --job-nodes 1 --ranks-per-node 2 \
+			--timeout 30 --gens 2 --shard-dir "$2"' "$SIM" "$CKPTD_ADDR" "$dir"
+	show_run
+	[ "$status" -eq 0 ]
+	# On node2, in the job's own network namespace, as its owner: over TCP.
+	run --separate-stderr "${as_nobody[@]}" env -C / srun --jobid="$job" --overlap -N1 bash -c \
+		'"$0" status --json --config "$1" >"$2/status" &&
+		 "$0" goodput "$SLURM_JOB_ID" --config "$1" >"$2/goodput" &&
+		 "$0" ckpt ls --job "$SLURM_JOB_ID" --config "$1" >"$2/ls"' "$PHX" "$login" "$dir"
+	scancel "$job"
+	show_run
+	[ "$status" -eq 0 ]
+	[ "$(jq -c "[.jobs[] | select(.job == $job) | .uid]" "$dir/status")" = "[$(id -u nobody)]" ]
+	grep -q "^job $job: .*goodput" "$dir/goodput"
+	[ "$(awk -v j="$job" '$1 == j { print $2 }' "$dir/ls" | xargs)" = "1 2" ]
+	grep -q "admin connection from uid $(id -u nobody) at 10\.77\." "$CKPTD_DIR/daemon.log"
+	# Another user, from anywhere: not told the job exists.
+	run --separate-stderr setpriv --reuid="$other" --regid="$other" --clear-groups \
+		"$PHX" goodput "$job" --server "$CKPTD_ADDR" --config "$login"
+	show_run
+	[ "$status" -eq 1 ]
+	grep -q "no job $job of uid $other" <<<"$stderr"
+	run --separate-stderr setpriv --reuid="$other" --regid="$other" --clear-groups \
+		"$PHX" status --json --server "$CKPTD_ADDR" --config "$login"
+	[ "$status" -eq 0 ]
+	[ "$(jq '.jobs | length' <<<"$output")" -eq 0 ]
+	# SlurmUser and root see every job.
+	run --separate-stderr "$PHX" ckpt ls --server "$CKPTD_ADDR" --config "$login"
+	[ "$status" -eq 0 ]
+	[ "$(awk -v j="$job" '$1 == j { print $2 }' <<<"$output" | xargs)" = "1 2" ]
 }
 
 @test "attack: a process at the daemon's address without the cluster key is not trusted" {

@@ -169,6 +169,11 @@ static void test_decode_refusals(void **state)
 		       PHX_SIDE_DAEMON, "uid");
 	expect_refused("{\"v\":1,\"type\":\"hello\",\"role\":\"admin\",\"job\":3}", PHX_SIDE_DAEMON,
 		       "unknown key \"job\"");
+	/* A MUNGE credential is a string of bounded size. */
+	expect_refused("{\"v\":2,\"type\":\"hello\",\"role\":\"admin\",\"cred\":7}",
+		       PHX_SIDE_DAEMON, "cred");
+	expect_refused("{\"v\":2,\"type\":\"hello\",\"role\":\"admin\",\"cred\":\"\"}",
+		       PHX_SIDE_DAEMON, "cred");
 	expect_refused("{\"v\":1,\"type\":\"auth\",\"mac\":\"XYZ\"}", PHX_SIDE_DAEMON,
 		       "lower-case hex");
 	expect_refused("{\"v\":1,\"type\":\"prepare\",\"gen\":0,\"step\":1,\"shards\":[]}",
@@ -198,7 +203,8 @@ static void test_decode_refusals(void **state)
 static void test_decode_fields(void **state)
 {
 	struct phx_wire_msg m;
-	char err[256];
+	char err[256], *frame;
+	size_t len;
 
 	(void)state;
 	/* The admin socket says whose job a manifest is: verify reads as that user. */
@@ -222,6 +228,20 @@ static void test_decode_fields(void **state)
 	assert_int_equal(m.job, 77);
 	assert_int_equal(m.uid, 1000);
 	assert_string_equal(m.node, "n3");
+	phx_wire_msg_free(&m);
+	/* An admin's hello: a credential on TCP, none on the Unix socket. */
+	frame = phx_wire_frame(phx_wire_hello_admin("MUNGE:abc:"), &len);
+	assert_int_equal(phx_wire_decode(frame + 4, len - 4, PHX_SIDE_DAEMON, &m, err, sizeof(err)),
+			 0);
+	free(frame);
+	assert_int_equal(m.role, PHX_ROLE_ADMIN);
+	assert_string_equal(m.cred, "MUNGE:abc:");
+	phx_wire_msg_free(&m);
+	frame = phx_wire_frame(phx_wire_hello_admin(NULL), &len);
+	assert_int_equal(phx_wire_decode(frame + 4, len - 4, PHX_SIDE_DAEMON, &m, err, sizeof(err)),
+			 0);
+	free(frame);
+	assert_null(m.cred);
 	phx_wire_msg_free(&m);
 	assert_int_equal(decode("{\"v\":1,\"type\":\"event\",\"kind\":\"save\",\"value\":1500,"
 				"\"bytes\":4096}",

@@ -44,6 +44,7 @@ static const char *const all_keys[] = {
 	"ckptd.listen",
 	"ckptd.address",
 	"ckptd.socket",
+	"ckptd.munge_socket",
 	"ckptd.metrics",
 	"ckptd.interval",
 	"ckptd.interval_steps",
