@@ -185,10 +185,15 @@ static int get_results(const struct check_args *a, const struct phx_conf *conf,
 		}
 	} else if (expand_nodes(a->nodes, &hosts) < 0) {
 		return -1;
-	} else if (phx_check_run(hosts.names, hosts.count, conf, &opts, res, err, sizeof(err)) <
-		   0) {
-		phx_error("check: %s", err);
-		rc = -1;
+	} else {
+		phx_info("check: %zu nodes in one step, at most %d s; its first node reports each "
+			 "phase",
+			 hosts.count, opts.timeout_s ? opts.timeout_s : conf->check.timeout_s);
+		if (phx_check_run(hosts.names, hosts.count, conf, &opts, res, err, sizeof(err)) <
+		    0) {
+			phx_error("check: %s", err);
+			rc = -1;
+		}
 	}
 	phx_hostnames_free(&hosts);
 	if (rc < 0)

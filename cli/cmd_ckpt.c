@@ -21,13 +21,14 @@
 
 #include "checkpoint/proto/ckpt_manifest.h"
 #include "checkpoint/proto/ckpt_wire.h"
-#include "common/conf.h"
 #include "checkpoint/proto/digest_file.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/runas.h"
 #include "cli/ckptd_request.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 
 const char phx_ckpt_usage[] = "usage: phalanx ckpt ls [--job JOB] [--json] [WHERE]\n"
 			      "       phalanx ckpt verify JOB [GEN] [--threads N] [WHERE]\n"
@@ -105,8 +106,14 @@ static int do_ls(struct phx_ckptd_admin *a, uint64_t job, int json)
 
 /* ------------------------------------------------------------------ verify */
 
+static double mono_s(void)
+{
+	return (double)phx_now_ns(CLOCK_MONOTONIC) / 1e9;
+}
+
 struct verify {
 	const struct phx_manifest *m;
+	struct phx_progress progress;
 	pthread_mutex_t lock;
 	uint32_t next;
 	uint32_t ok, corrupt, missing, unverifiable;
@@ -123,6 +130,8 @@ static int may_say(struct verify *v)
 	pthread_mutex_lock(&v->lock);
 	ok = v->said++ < VERIFY_SAY_MAX;
 	pthread_mutex_unlock(&v->lock);
+	if (ok)
+		phx_progress_clear(&v->progress);
 	return ok;
 }
 
@@ -166,6 +175,7 @@ static void verify_rank(struct verify *v, uint32_t r)
 	if (!good && !bad && !unknown && may_say(v))
 		phx_warn("rank %u: no copy of its shard is readable from this host (%zu tiers)", r,
 			 s->nlocations);
+	phx_progress_add(&v->progress, 1, s->bytes, mono_s());
 }
 
 static void *verify_worker(void *arg)
@@ -189,7 +199,13 @@ static int verify_manifest(const struct phx_manifest *man, int threads)
 {
 	struct verify v = { .m = man, .lock = PTHREAD_MUTEX_INITIALIZER };
 	pthread_t tid[64];
+	uint64_t bytes = 0;
 	int n = 0;
+
+	for (uint32_t r = 0; r < man->world; r++)
+		bytes += man->shards[r].bytes;
+	phx_progress_init(&v.progress, "verify", "ranks", man->world, bytes, stderr,
+			  isatty(STDERR_FILENO), mono_s());
 
 	for (; n < threads && n < 64; n++)
 		if (pthread_create(&tid[n], NULL, verify_worker, &v))
@@ -198,6 +214,7 @@ static int verify_manifest(const struct phx_manifest *man, int threads)
 		verify_worker(&v);
 	while (n--)
 		pthread_join(tid[n], NULL);
+	phx_progress_end(&v.progress);
 	if (v.said > VERIFY_SAY_MAX)
 		phx_warn("%u more problems not shown", v.said - VERIFY_SAY_MAX);
 	printf("job %u generation %llu (step %llu, %u ranks): %u verified, %u corrupt, %u not "

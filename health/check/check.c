@@ -23,6 +23,7 @@
 #include <json-c/json.h>
 #include <pmix.h>
 
+#include "common/clock.h"
 #include "common/conf.h"
 #include "common/log.h"
 #include "health/preflight.h"
@@ -296,12 +297,43 @@ static void nccl_round(struct step *s, int round)
 	pair.first_rank = me < p ? 0 : (int)s->all.nodes[p].n_gpus;
 	pair.bytes = (size_t)s->conf.check.nccl_mib << 20;
 	pair.timeout_s = s->conf.check.nccl_timeout_s;
-	phx_info("check: round %d: all-reduce with %s", round, link->peer);
+	/* Each node's pairing is for debugging; rank 0 sums the round up. */
+	phx_debug("check: round %d: all-reduce with %s", round, link->peer);
 	phx_nccl_run(&pair, link);
+}
+
+/* Rank 0 holds everyone's results after each exchange: one line per phase for the whole step. */
+static void say_phase(const struct step *s, int phase, uint64_t t0_ns)
+{
+	double took = (double)(phx_now_ns(CLOCK_MONOTONIC) - t0_ns) / 1e9;
+	size_t usable = 0, paired = 0, failed = 0;
+
+	if (s->me.rank != 0)
+		return;
+	for (size_t i = 0; i < s->all.n; i++) {
+		const struct phx_check_node *n = &s->all.nodes[i];
+
+		usable += phx_check_node_usable(n);
+		for (size_t l = 0; l < n->n_links; l++) {
+			if (n->links[l].round != phase)
+				continue;
+			paired++;
+			failed += n->links[l].status != PHX_LINK_OK;
+		}
+	}
+	if (!phase)
+		phx_info("check: GPUs of %zu nodes checked after %.1f s: %zu usable, %zu not; %d "
+			 "NCCL rounds next",
+			 s->all.n, took, usable, s->all.n - usable, PHX_CHECK_ROUNDS);
+	else
+		phx_info("check: NCCL round %d of %d done after %.1f s: %zu nodes paired, %zu "
+			 "failed",
+			 phase, PHX_CHECK_ROUNDS, took, paired, failed);
 }
 
 static int run_step(struct step *s)
 {
+	uint64_t t0_ns = phx_now_ns(CLOCK_MONOTONIC);
 	int rc = 0;
 
 	if (wire_init(s) < 0)
@@ -314,6 +346,7 @@ static int run_step(struct step *s)
 			nccl_round(s, phase);
 		if (exchange(s, phase) < 0)
 			return 1;
+		say_phase(s, phase, t0_ns);
 	}
 	if (s->me.rank == 0) {
 		struct json_object *doc = phx_check_results_to_json(&s->all, NULL);

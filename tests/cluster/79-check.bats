@@ -153,9 +153,18 @@ row()
 	[ "$(grep -c '"error": "no usable GPU: ' <<<"$output")" -eq 4 ]
 	! grep -q gemm_tflops <<<"$output"
 	! grep -q busbw_gbps <<<"$output"
-	run timeout 180 salloc -N4 -w "node[1-4]" -J "$JOB_NAME" "$PHALANX" check --config "$CONF"
+	run --separate-stderr timeout 180 salloc -N4 -w "node[1-4]" -J "$JOB_NAME" "$PHALANX" check \
+		--config "$CONF"
 	show_run
 	[ "$status" -eq 1 ]
+	# Progress: one line per phase for the whole step, from its first node, not one per node.
+	grep -q '^phalanx: check: 4 nodes in one step, at most [0-9]* s' <<<"$stderr"
+	[ "$(grep -c 'phalanx: check: GPUs of 4 nodes checked after [0-9.]* s: 0 usable, 4 not' \
+		<<<"$stderr")" -eq 1 ]
+	for r in 1 2; do
+		[ "$(grep -c "phalanx: check: NCCL round $r of 2 done after [0-9.]* s: 0 nodes paired" \
+			<<<"$stderr")" -eq 1 ]
+	done
 	for n in node1 node2 node3 node4; do
 		[[ $(row "$n") == "$n "*" failed "*"no usable GPU: "* ]]
 		# No GPU measured: dashes, never a made-up 0.

@@ -51,6 +51,7 @@ UNIT_TESTS = \
 	tests/unit/test_recovery_policy \
 	tests/unit/test_requeue \
 	tests/unit/test_goodput \
+	tests/unit/test_progress \
 	tests/unit/test_xid \
 	tests/unit/test_launch_ckptd
 check_PROGRAMS += $(UNIT_TESTS)
@@ -142,6 +143,8 @@ tests_unit_test_recovery_policy_SOURCES = tests/unit/test_recovery_policy.c
 tests_unit_test_recovery_policy_LDADD = $(PHX_CKPTD_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_requeue_SOURCES = tests/unit/test_requeue.c
 tests_unit_test_requeue_LDADD = $(PHX_UNIT_LDADD)
+tests_unit_test_progress_SOURCES = tests/unit/test_progress.c cli/progress.c
+tests_unit_test_progress_LDADD = $(PHX_UNIT_LDADD)
 tests_unit_test_goodput_SOURCES = tests/unit/test_goodput.c
 tests_unit_test_goodput_LDADD = $(PHX_CKPTD_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_xid_SOURCES = tests/unit/test_xid.c
