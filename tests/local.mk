@@ -1,7 +1,8 @@
 # Every subcommand of phalanx answers --help; config check fails where the plugin would.
 TESTS += tests/cli/help tests/cli/config tests/ckptd/notify tests/ckptd/remote \
-	tests/metrics/check
+	tests/metrics/check tests/python/state_roundtrip
 EXTRA_DIST += tests/cli/help tests/cli/config tests/ckptd/notify tests/ckptd/remote tests/metrics/check \
+	tests/python/state_roundtrip \
 	tests/ckptd/daemon.py tests/metrics/rules_test.yml
 # make install gives a plugstack line, plugin, unit and binaries that agree.
 TESTS += tests/install/check

@@ -73,6 +73,25 @@ all_committed()
 	[ "$(grep -c "^committed $1 " "$2")" -eq 4 ]
 }
 
+# nobody_job NODE DIR GENS: a job of user nobody on NODE (its id in job) whose
+# simulated agent commits GENS generations of 2 ranks, shards in DIR (made
+# for nobody). Sets as_nobody.
+nobody_job()
+{
+	as_nobody=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
+	mkdir -p "$2"
+	chown nobody "$2"
+	job=$("${as_nobody[@]}" env -C / sbatch --parsable -N1 -w "$1" -o /dev/null --wrap 'sleep 600')
+	[[ $job =~ ^[0-9]+$ ]] || return 1
+	wait_for 60 job_running "$job" || return 1
+	run --separate-stderr "${as_nobody[@]}" env -C / srun --jobid="$job" --overlap -N1 bash -c \
+		'exec "$0" run --address "$1" --token "$PHALANX_JOB_TOKEN" --job "$SLURM_JOB_ID" \
+			--uid "$(id -u)" --nodes 1 --first-node 0 --job-nodes 1 --ranks-per-node 2 \
+			--timeout 30 --gens "$3" --shard-dir "$2"' "$SIM" "$CKPTD_ADDR" "$2" "$3"
+	show_run
+	[ "$status" -eq 0 ]
+}
+
 ckpt()
 {
 	"$PHX" ckpt "$@" --socket "$CKPTD_DIR/ckptd.sock"
@@ -221,20 +240,9 @@ ckpt()
 @test "root's phalanx ckpt verify reads a user's shards as that user: a FIFO or a link there is refused, not opened" {
 	local dir=$CKPTD_DIR/nobody job secret=$CKPTD_DIR/secret
 	id nobody >/dev/null 2>&1 || skip "no user 'nobody'"
-	as_nobody=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
-	mkdir -p "$dir"
-	chown nobody "$dir"
 	head -c 12345 /dev/urandom >"$secret"
 	chmod 0600 "$secret"
-	job=$("${as_nobody[@]}" env -C / sbatch --parsable -N1 -w node1 -o /dev/null --wrap 'sleep 600')
-	[[ $job =~ ^[0-9]+$ ]]
-	wait_for 60 job_running "$job"
-	run --separate-stderr "${as_nobody[@]}" env -C / srun --jobid="$job" --overlap -N1 bash -c \
-		'exec "$0" run --address "$1" --token "$PHALANX_JOB_TOKEN" --job "$SLURM_JOB_ID" \
-			--uid "$(id -u)" --nodes 1 --first-node 0 --job-nodes 1 --ranks-per-node 2 \
-			--timeout 30 --gens 1 --shard-dir "$2"' "$SIM" "$CKPTD_ADDR" "$dir"
-	show_run
-	[ "$status" -eq 0 ]
+	nobody_job node1 "$dir" 1
 	# The user's own view first: the generation verifies.
 	run --separate-stderr "${as_nobody[@]}" "$PHX" ckpt verify "$job" --socket "$CKPTD_DIR/ckptd.sock"
 	show_run
@@ -259,22 +267,11 @@ ckpt()
 	id nobody >/dev/null 2>&1 || skip "no user 'nobody'"
 	other=$(getent passwd daemon | cut -d: -f3)
 	[ -n "$other" ] || skip "no user 'daemon'"
-	as_nobody=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups)
-	mkdir -p "$dir"
-	chown nobody "$dir"
 	# A login node's phalanx.yaml: no daemon socket there, the daemon's address.
 	printf 'ckptd:\n  socket: %s\n  address: "%s"\n  munge_socket: %s\n' \
 		"$CKPTD_DIR/absent.sock" "$CKPTD_ADDR" "$LAB_DIR/munge/munge.socket" >"$login"
 	chmod 0644 "$login"
-	job=$("${as_nobody[@]}" env -C / sbatch --parsable -N1 -w node2 -o /dev/null --wrap 'sleep 600')
-	[[ $job =~ ^[0-9]+$ ]]
-	wait_for 60 job_running "$job"
-	run --separate-stderr "${as_nobody[@]}" env -C / srun --jobid="$job" --overlap -N1 bash -c \
-		'exec "$0" run --address "$1" --token "$PHALANX_JOB_TOKEN" --job "$SLURM_JOB_ID" \
-			--uid "$(id -u)" --nodes 1 --first-node 0 --job-nodes 1 --ranks-per-node 2 \
-			--timeout 30 --gens 2 --shard-dir "$2"' "$SIM" "$CKPTD_ADDR" "$dir"
-	show_run
-	[ "$status" -eq 0 ]
+	nobody_job node2 "$dir" 2
 	# On node2, in the job's own network namespace, as its owner: over TCP.
 	run --separate-stderr "${as_nobody[@]}" env -C / srun --jobid="$job" --overlap -N1 bash -c \
 		'"$0" status --json --config "$1" >"$2/status" &&

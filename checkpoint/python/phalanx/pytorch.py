@@ -1,14 +1,20 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Model and optimizer state dicts through Phalanx, without pickling tensors.
+"""Model and optimizer state dicts through Phalanx, tensors never pickled.
 
-A shard is: b"PHXSTATE", a little-endian u32 format version (1), a u32
-index length, a u64 offset of the tensor data, the index (UTF-8 JSON),
-then each tensor's raw bytes at a 64-byte aligned offset. The index is
-the state's tree with each tensor replaced by {"t": [dtype, shape,
-offset, nbytes]}; dicts keep their key types ({"d": [[key, value], ...]}),
-tuples stay tuples ({"u": [...]}). Plain JSON values (numbers, strings,
-booleans, None) are stored as they are; anything else is refused rather
-than pickled.
+A shard is: b"PHXSTATE", a little-endian u32 format version (2; 1 is
+read too), a u32 index length, a u64 offset of the tensor data, the index
+(UTF-8 JSON), then each tensor's raw bytes at a 64-byte aligned offset.
+The index is the state's tree with each tensor replaced by {"t": [dtype,
+shape, offset, nbytes]} (every dtype of the running PyTorch: float8,
+unsigned, complex, ...); dicts with str or int keys keep their key types
+({"d": [[key, value], ...]}), tuples stay tuples ({"u": [...]}), plain
+JSON values (numbers, strings, booleans, None) are stored as they are.
+Any other value (argparse.Namespace, sets, numpy and Python RNG states,
+DeepSpeed's client_state) is pickled, {"p": [offset, nbytes, [leaf, ...]]},
+with the tensors and numeric numpy arrays inside it kept out of the pickle
+as leaves of their own ({"n": [dtype, shape, offset, nbytes]} for numpy).
+restore() unpickles them: only restore shards your own job wrote, as for
+torch.load; decode(..., allow_pickle=False) refuses them instead.
 
     import phalanx, phalanx.pytorch as pp
     phx = phalanx.Phalanx()
@@ -17,25 +23,34 @@ than pickled.
     if phx.should_save(step):
         pp.save(phx, step, {"model": model.state_dict(), "opt": opt.state_dict()})
 """
+import io
 import json
+from collections import OrderedDict
+import pickle
+import re
 import struct
 import warnings
 
 import torch
 
+try:
+    import numpy
+except ImportError:  # numpy arrays then are pickled whole, like any object
+    numpy = None
+
 from . import EBUSY, PhalanxError
 
 MAGIC = b"PHXSTATE"
-VERSION = 1
+VERSION = 2
 HEAD = struct.Struct("<8sIIQ")
 ALIGN = 64
 
-_DTYPES = {
-    "float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
-    "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32,
-    "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
-    "complex64": torch.complex64, "complex128": torch.complex128,
-}
+# Every plain dtype this PyTorch has, by its canonical name ("float32", not
+# "float"); quantized and sub-byte dtypes have no plain bytes to copy.
+_DTYPES = {name: getattr(torch, name) for name in dir(torch)
+           if isinstance(getattr(torch, name), torch.dtype)
+           and str(getattr(torch, name)) == "torch." + name
+           and not re.match(r"q|bits|u?int[1-7]$", name)}
 _NAMES = {v: k for k, v in _DTYPES.items()}
 
 
@@ -47,33 +62,86 @@ def _align(n):
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+def _tensor_entry(t, tensors, offset):
+    if t.dtype not in _NAMES:
+        raise TypeError(f"phalanx: tensors of dtype {t.dtype} cannot be saved")
+    nbytes = t.numel() * t.element_size()
+    tensors.append((t, offset))
+    return {"t": [_NAMES[t.dtype], list(t.shape), offset, nbytes]}, _align(offset + nbytes)
+
+
+def _bytes_entry(data, tensors, offset):
+    """data's bytes (as a uint8 tensor) in the data region: (offset, nbytes, next offset)."""
+    t = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else \
+        torch.empty(0, dtype=torch.uint8)
+    tensors.append((t, offset))
+    return offset, len(data), _align(offset + len(data))
+
+
+def _numeric_array(obj):
+    return numpy is not None and isinstance(obj, numpy.ndarray) and \
+        obj.dtype.kind in "biufc" and not obj.dtype.hasobject
+
+
+def _pickled(obj, tensors, offset):
+    """obj pickled, its tensors and numeric numpy arrays stored beside the pickle."""
+    leaves = []
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, o):
+            nonlocal offset
+            if _plain_tensor(o):
+                entry, offset = _tensor_entry(o, tensors, offset)
+            elif _numeric_array(o):
+                a = numpy.ascontiguousarray(o)
+                off, n, offset = _bytes_entry(a.view(numpy.uint8).reshape(-1).tobytes()
+                                              if a.size else b"", tensors, offset)
+                entry = {"n": [a.dtype.str, list(a.shape), off, n]}
+            else:
+                return None
+            leaves.append(entry)
+            return len(leaves) - 1
+
+    buf = io.BytesIO()
+    try:
+        Pickler(buf, protocol=4).dump(obj)
+    except Exception as e:
+        raise TypeError(f"phalanx: cannot save a {type(obj).__name__}: it does not pickle "
+                        f"({e}); convert it to tensors or plain values") from e
+    off, n, offset = _bytes_entry(buf.getbuffer(), tensors, offset)
+    return {"p": [off, n, leaves]}, offset
+
+
+def _plain_tensor(obj):
+    """A tensor whose bytes are all there is: not a DTensor or another wrapper."""
+    return isinstance(obj, torch.Tensor) and \
+        (type(obj) is torch.Tensor or type(obj) is torch.nn.Parameter)
+
+
 def _index(obj, tensors, offset):
     """The JSON index of obj; tensors collects (tensor, offset); returns (index, offset)."""
+    if _plain_tensor(obj):
+        return _tensor_entry(obj, tensors, offset)
     if isinstance(obj, torch.Tensor):
-        if obj.dtype not in _NAMES:
-            raise TypeError(f"phalanx: tensors of dtype {obj.dtype} cannot be saved")
-        nbytes = obj.numel() * obj.element_size()
-        tensors.append((obj, offset))
-        entry = {"t": [_NAMES[obj.dtype], list(obj.shape), offset, nbytes]}
-        return entry, _align(offset + nbytes)
-    if isinstance(obj, dict):
+        raise TypeError(f"phalanx: a {type(obj).__name__} is not saved whole; save its "
+                        "local shard (DTensor.to_local()) with the layout it needs")
+    if type(obj) in (dict, OrderedDict) and \
+            all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in obj):
         items = []
         for k, v in obj.items():
-            if not isinstance(k, (str, int)) or isinstance(k, bool):
-                raise TypeError(f"phalanx: dict key {k!r} is neither str nor int")
             sub, offset = _index(v, tensors, offset)
             items.append([k, sub])
         return {"d": items}, offset
-    if isinstance(obj, (list, tuple)):
+    if type(obj) in (list, tuple):
         subs = []
         for v in obj:
             sub, offset = _index(v, tensors, offset)
             subs.append(sub)
         return ({"u": subs} if isinstance(obj, tuple) else {"l": subs}), offset
-    if obj is None or isinstance(obj, (bool, int, float, str)):
+    if obj is None or type(obj) in (bool, int, str) or \
+            (type(obj) is float and obj == obj and obj not in (float("inf"), float("-inf"))):
         return {"v": obj}, offset
-    raise TypeError(f"phalanx: cannot save a {type(obj).__name__} without pickling; "
-                    "convert it to tensors or plain values")
+    return _pickled(obj, tensors, offset)
 
 
 def encode_index(state):
@@ -86,8 +154,31 @@ def encode_index(state):
     return head, data_off, tensors, data_off + size
 
 
+def _write(view, head, data_off, tensors, total):
+    """The shard into view (a writable buffer of total bytes)."""
+    view[:len(head)] = head
+    dst = torch.frombuffer(view, dtype=torch.uint8) if total else None
+    for t, off in tensors:
+        n = t.numel() * t.element_size()
+        if n == 0:
+            continue
+        out = dst[data_off + off:data_off + off + n].view(t.dtype).view(t.shape)
+        out.copy_(t.detach())
+
+
+def encode(state):
+    """The shard of state as bytes, as save() writes it (for tests and tools)."""
+    head, data_off, tensors, total = encode_index(state)
+    buf = bytearray(total)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        _write(memoryview(buf), head, data_off, tensors, total)
+    return bytes(buf)
+
+
 def save(phx, step, state, digest=None):
-    """Saves state (nested dicts/lists of tensors and plain values) as step.
+    """Saves state (nested dicts/lists of tensors and plain values, anything
+    else pickled without its tensors) as step.
 
     digest: a hashlib object updated with the shard's bytes before the commit.
     True once saved; False when the agent is still persisting earlier saves
@@ -101,15 +192,7 @@ def save(phx, step, state, digest=None):
             return False
         raise
     try:
-        view[:len(head)] = head
-        dst = torch.frombuffer(view, dtype=torch.uint8) if total else None
-        for t, off in tensors:
-            n = t.numel() * t.element_size()
-            if n == 0:
-                continue
-            out = dst[data_off + off:data_off + off + n].view(t.dtype).view(t.shape)
-            out.copy_(t.detach())
-        del dst
+        _write(view, head, data_off, tensors, total)
         if digest is not None:
             digest.update(view)
     finally:
@@ -118,42 +201,83 @@ def save(phx, step, state, digest=None):
     return True
 
 
-def _build(node, data, data_off, copy):
+def _span(data, data_off, off, nbytes):
+    if not isinstance(off, int) or not isinstance(nbytes, int) or off < 0 or nbytes < 0 or \
+            data_off + off + nbytes > len(data):
+        raise FormatError("phalanx: state entry outside the shard")
+    return data[data_off + off:data_off + off + nbytes]
+
+
+def _leaf(node, data, data_off, copy):
+    """A tensor ("t") or numpy array ("n") entry."""
+    (kind, val), = node.items()
+    dtype, shape, off, nbytes = val
+    raw = _span(data, data_off, off, nbytes)
+    if kind == "t":
+        if dtype not in _DTYPES:
+            raise FormatError(f"phalanx: dtype {dtype!r} is not one this PyTorch has")
+        t = raw.view(_DTYPES[dtype]).view(shape)
+        return t.clone() if copy else t
+    if numpy is None:
+        raise FormatError("phalanx: the state holds numpy arrays; install numpy")
+    return numpy.frombuffer(raw.numpy().tobytes(), dtype=numpy.dtype(dtype)).reshape(shape)
+
+
+def _unpickle(val, data, data_off, copy, allow_pickle):
+    off, nbytes, leaves = val
+    if not allow_pickle:
+        raise FormatError("phalanx: the state holds pickled values and allow_pickle is off")
+    raw = _span(data, data_off, off, nbytes)
+
+    class Unpickler(pickle.Unpickler):
+        def persistent_load(self, pid):
+            if not isinstance(pid, int) or not 0 <= pid < len(leaves):
+                raise FormatError("phalanx: a pickled value names a leaf the shard lacks")
+            return _leaf(leaves[pid], data, data_off, copy)
+
+    return Unpickler(io.BytesIO(raw.numpy().tobytes())).load()
+
+
+def _build(node, data, data_off, copy, allow_pickle):
     if not isinstance(node, dict) or len(node) != 1:
         raise FormatError("phalanx: malformed state index entry")
     (kind, val), = node.items()
-    if kind == "t":
-        dtype, shape, off, nbytes = val
-        if dtype not in _DTYPES or off < 0 or data_off + off + nbytes > len(data):
-            raise FormatError("phalanx: tensor entry outside the shard")
-        t = data[data_off + off:data_off + off + nbytes].view(_DTYPES[dtype]).view(shape)
-        return t.clone() if copy else t
+    if kind in ("t", "n"):
+        return _leaf(node, data, data_off, copy)
     if kind == "d":
-        return {k: _build(v, data, data_off, copy) for k, v in val}
+        return {k: _build(v, data, data_off, copy, allow_pickle) for k, v in val}
     if kind == "l":
-        return [_build(v, data, data_off, copy) for v in val]
+        return [_build(v, data, data_off, copy, allow_pickle) for v in val]
     if kind == "u":
-        return tuple(_build(v, data, data_off, copy) for v in val)
+        return tuple(_build(v, data, data_off, copy, allow_pickle) for v in val)
     if kind == "v":
         return val
+    if kind == "p":
+        return _unpickle(val, data, data_off, copy, allow_pickle)
     raise FormatError(f"phalanx: unknown state index entry {kind!r}")
 
 
-def decode(buf, copy=True):
-    """The state saved in buf (bytes-like). copy=False returns views into buf."""
+def decode(buf, copy=True, allow_pickle=True):
+    """The state saved in buf (bytes-like). copy=False returns views into buf
+    (tensors only); allow_pickle=False refuses a state holding pickled values."""
     view = memoryview(buf).cast("B")
     if view.nbytes < HEAD.size:
         raise FormatError("phalanx: shard too short for a state header")
     magic, version, ilen, data_off = HEAD.unpack_from(view, 0)
-    if magic != MAGIC or version != VERSION or HEAD.size + ilen > data_off or \
+    if magic != MAGIC or version not in (1, VERSION) or HEAD.size + ilen > data_off or \
             data_off > view.nbytes:
-        raise FormatError("phalanx: not a version 1 Phalanx state shard")
+        raise FormatError(f"phalanx: not a version 1 or {VERSION} Phalanx state shard")
     index = json.loads(bytes(view[HEAD.size:HEAD.size + ilen]))
     with warnings.catch_warnings():
         # The restored view is read-only; every tensor is cloned out of it.
         warnings.simplefilter("ignore", UserWarning)
         data = torch.frombuffer(view, dtype=torch.uint8)
-    return _build(index, data, data_off, copy)
+    try:
+        return _build(index, data, data_off, copy, allow_pickle)
+    except (TypeError, ValueError, RuntimeError) as e:
+        if isinstance(e, FormatError):
+            raise
+        raise FormatError(f"phalanx: malformed state index: {e}") from e
 
 
 def restore(phx):
