@@ -24,7 +24,8 @@ enum phx_status {
 	PHX_EAUTH = 5, /* the job token was refused */
 	PHX_ESTATE = 6, /* called in the wrong order */
 	PHX_ENOAGENT = 7, /* no Phalanx agent is supervising this process */
-	PHX_EBUSY = 8 /* the agent has no free staging buffer yet; retry at a later step */
+	PHX_EBUSY = 8, /* the agent has no free staging buffer yet; retry at a later step */
+	PHX_ETIMEDOUT = 9 /* not done within the time given */
 };
 
 /* The library's version as "MAJOR.MINOR.PATCH". */
@@ -68,6 +69,16 @@ int phx_should_save(long step);
 int phx_save_begin(long step, size_t bytes, void **buf);
 /* Hands the open save to the agent. 0 or a negated error. */
 int phx_save_commit(void);
+/*
+ * Waits until the job's state as of step `step` is durable: a generation
+ * of that step or a later one is committed on every node and published in
+ * the most durable tier the job writes (a node-local or shared directory;
+ * the memory tier when it has none). A save due only in memory becomes
+ * durable with the next save due on disk. timeout_ms < 0 waits for ever.
+ * 0 durable; -PHX_EIO when this node could not write that save to any of
+ * its tiers (the agent's log says why); -PHX_ETIMEDOUT; -PHX_ENOAGENT.
+ */
+int phx_save_wait(long step, int timeout_ms);
 /*
  * The newest committed generation's bytes of this rank: *step, *data and
  * *bytes; the data is read-only and stays valid until the next

@@ -34,6 +34,7 @@ const char *phx_strerror(int status)
 		[PHX_ENOAGENT] =
 			"no Phalanx agent supervises this process; start it with phalanx-launch",
 		[PHX_EBUSY] = "the agent is still persisting earlier saves; save at a later step",
+		[PHX_ETIMEDOUT] = "not done within the time given",
 	};
 	int code = abs(status);
 

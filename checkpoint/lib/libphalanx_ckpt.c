@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checkpoint/lib/libphalanx_int.h"
@@ -283,6 +285,45 @@ int phx_save_commit(void)
 out:
 	pthread_mutex_unlock(&mu);
 	return rc;
+}
+
+/* Milliseconds on CLOCK_MONOTONIC. */
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int phx_save_wait(long step, int timeout_ms)
+{
+	int64_t deadline = mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+	int pause_ms = 5;
+
+	if (step < 0)
+		return -PHX_EINVAL;
+	for (;;) {
+		struct phx_ckpt_msg m;
+		int rc, left;
+
+		pthread_mutex_lock(&mu);
+		rc = attach();
+		if (!rc) {
+			phx_ckpt_msg_init(&m, PHX_CKPT_STATUS);
+			m.step = (uint64_t)step;
+			rc = call(&m, NULL);
+		}
+		pthread_mutex_unlock(&mu);
+		if (rc != -PHX_EBUSY)
+			return rc;
+		/* Commits come with the agents' agreement rounds: poll, backing off to 100 ms. */
+		left = timeout_ms < 0 ? pause_ms : (int)(deadline - mono_ms());
+		if (left <= 0)
+			return -PHX_ETIMEDOUT;
+		poll(NULL, 0, left < pause_ms ? left : pause_ms);
+		pause_ms = pause_ms < 100 ? pause_ms * 2 : 100;
+	}
 }
 
 int phx_restore(long *step, const void **data, size_t *bytes)

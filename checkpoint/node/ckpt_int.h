@@ -52,6 +52,7 @@ struct ck_slot {
 	int committed; /* index of the buffer of the committed generation, -1 */
 	bool pinned; /* committed buffer handed out for a restore, until the next commit */
 	int loaded; /* tier (or CK_FROM_PARTNER) the committed buffer came from at start, -1 */
+	long busy_step; /* the step whose BEGIN last found no free buffer, -1 */
 };
 
 struct ck_gen {

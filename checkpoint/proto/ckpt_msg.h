@@ -11,6 +11,8 @@
  *   BEGIN   worker -> agent: step, bytes      reply: buf_id, bytes (+ fd)
  *   COMMIT  worker -> agent: step, buf_id     reply: status
  *   RESTORE worker -> agent: -                reply: step, bytes, buf_id (+ fd)
+ *   STATUS  worker -> agent: step             reply: status (0 durable, -PHX_EBUSY
+ *                                             not yet, -PHX_EIO its writes failed)
  */
 #ifndef PHX_CKPT_MSG_H
 #define PHX_CKPT_MSG_H
@@ -30,6 +32,7 @@ enum phx_ckpt_type {
 	PHX_CKPT_BEGIN,
 	PHX_CKPT_COMMIT,
 	PHX_CKPT_RESTORE,
+	PHX_CKPT_STATUS,
 	PHX_CKPT_REPLY = 0x80, /* or-ed into the request's type */
 };
 
@@ -76,7 +79,7 @@ static inline int phx_ckpt_msg_check(const void *buf, size_t len, int want_reply
 	if (!!(m.type & PHX_CKPT_REPLY) != !!want_reply)
 		return -1;
 	base = m.type & ~(unsigned)PHX_CKPT_REPLY;
-	if (base < PHX_CKPT_HELLO || base > PHX_CKPT_RESTORE)
+	if (base < PHX_CKPT_HELLO || base > PHX_CKPT_STATUS)
 		return -1;
 	if (m.bytes > PHX_CKPT_MAX_BYTES || m.step > INT64_MAX)
 		return -1;

@@ -307,11 +307,14 @@ static int do_begin(struct phx_ckpt *c, struct ck_slot *s, struct phx_ckpt_msg *
 	i = pick_buffer(c, s, (size_t)m->bytes);
 	if (i < 0) {
 		m->status = i == -1 ? -PHX_EBUSY : -PHX_ENOMEM;
-		if (i == -1)
+		/* Once per step: a worker that waits for a buffer asks again and again. */
+		if (i == -1 && (long)m->step != s->busy_step)
 			phx_warn("rank %lu: every staging buffer is still being persisted; the "
-				 "save of step %llu is skipped (saves come faster than the tiers "
-				 "take them)",
+				 "save of step %llu waits or is skipped (saves come faster than "
+				 "the tiers take them)",
 				 s->rank, (unsigned long long)m->step);
+		if (i == -1)
+			s->busy_step = (long)m->step;
 		return send_reply(s->conn, m, -1);
 	}
 	s->filling = i;
@@ -400,6 +403,34 @@ static int do_restore(struct phx_ckpt *c, struct ck_slot *s, struct phx_ckpt_msg
 	return send_reply(s->conn, m, b->fd);
 }
 
+/*
+ * STATUS: durable once a generation of that step or a later one is
+ * published on every node in a directory tier (in memory when the job has
+ * none); failed when every directory tier it was due in failed here.
+ */
+static int do_status(struct phx_ckpt *c, struct ck_slot *s, struct phx_ckpt_msg *m)
+{
+	long step = (long)m->step;
+	struct ck_gen *g = gen_find(c, step);
+	bool disk = false, failed = g && (g->due & ~(1u << PHX_TIER_MEMORY));
+
+	m->status = -PHX_EBUSY;
+	for (int t = PHX_TIER_LOCAL; t < PHX_TIER_COUNT; t++) {
+		if (!c->dir[t][0])
+			continue;
+		disk = true;
+		if (c->published_all[t] >= step)
+			m->status = 0;
+		if (g && (g->due & (1u << t)) && !g->failed[t])
+			failed = false;
+	}
+	if (!disk && c->committed[PHX_TIER_MEMORY] >= step)
+		m->status = 0;
+	if (m->status && failed)
+		m->status = -PHX_EIO;
+	return send_reply(s->conn, m, -1);
+}
+
 static int handle(struct phx_agent *a, unsigned slot, struct phx_ckpt_msg *m)
 {
 	struct phx_ckpt *c = a->ckpt;
@@ -412,6 +443,8 @@ static int handle(struct phx_agent *a, unsigned slot, struct phx_ckpt_msg *m)
 		return do_commit(c, slot, s, m);
 	case PHX_CKPT_RESTORE:
 		return do_restore(c, s, m);
+	case PHX_CKPT_STATUS:
+		return do_status(c, s, m);
 	default:
 		phx_error("rank %lu sent a second hello on its checkpoint connection; closing it",
 			  s->rank);
@@ -946,6 +979,7 @@ static int alloc_state(struct phx_agent *a, struct phx_ckpt *c)
 		c->slot[i].conn = -1;
 		c->slot[i].filling = -1;
 		c->slot[i].committed = -1;
+		c->slot[i].busy_step = -1;
 		c->slot[i].loaded = -1;
 		c->slot[i].rank = a->map.slot_rank[i];
 		for (int k = 0; k < CK_BUFS; k++)

@@ -137,6 +137,23 @@ node_local()
 	check_restores "$out1" "$out2"
 }
 
+@test "a save is durable when its handle says so: the node's directory holds its manifest then" {
+	local out=$BATS_TEST_TMPDIR/run step latest manifest n=0
+	job "$out" -- --steps 20 --wait-durable "$LAB_DIR/nodetmp/$RUN/%n"
+	cat "$out"
+	# Each rank waited for each of its 4 saves (steps 5, 10, 15, 20) ...
+	[ "$(grep -c ' durable step [0-9]*: True ' "$out")" -eq 16 ]
+	! grep -q ' durable step [0-9]*: False ' "$out"
+	# ... and at that moment its node's local tier had that generation (or a
+	# newer one) published: latest pointing at it, its manifest written.
+	while read -r step latest manifest; do
+		[ "$manifest" = True ]
+		[ $((10#${latest#gen-})) -ge "$step" ]
+		n=$((n + 1))
+	done < <(awk '$5 == "durable" { sub(":", "", $7); print $7, $10, $12 }' "$out")
+	[ "$n" -eq 16 ]
+}
+
 @test "a job's own --ckpt-dir, --save-interval and --keep go over the site's" {
 	local out=$BATS_TEST_TMPDIR/run mine=$BATS_TEST_TMPDIR/mine
 	job "$out" --ckpt-dir "$mine" --save-interval 10 --keep 1 -- --steps 30

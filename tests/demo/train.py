@@ -66,6 +66,11 @@ def main():
     ap.add_argument("--ckpt-every", type=int, default=20)
     ap.add_argument("--step-sleep", type=float, default=0.05,
                     help="seconds per step, so a failure can land mid-run")
+    ap.add_argument("--wait-durable", metavar="DIR",
+                    help="after each save, wait until it is durable, then report whether "
+                         "DIR (%%n: this node) holds its manifest")
+    ap.add_argument("--busy-wait", action="store_true",
+                    help="when the agent is busy, wait for a buffer instead of skipping")
     ap.add_argument("--mark-first", action="store_true",
                     help="rank 0 says when its first step (after a restore or not) is done")
     args = ap.parse_args()
@@ -167,13 +172,29 @@ def train_phalanx(args, rank, world, model, ddp, opt, true_w, extra):
             state = {"model": model.state_dict(), "opt": opt.state_dict(), "step": done,
                      "extra": extra}
             h = hashlib.sha256() if args.log_digest else None
-            if not pp.save(phx, done, state, digest=h):
+            saved = pp.save(phx, done, state, digest=h,
+                            busy="wait" if args.busy_wait else "skip")
+            if not saved:
                 log(rank, f"save of step {done} skipped: the agent is still persisting")
             elif h:
                 log(rank, f"saved step {done} sha256 {h.hexdigest()}")
             elif rank == 0:
                 log(rank, f"step {done}/{args.steps} loss {loss.item():.4f} (saved)")
+            if saved and args.wait_durable:
+                report_durable(rank, saved, args.wait_durable)
     return finish(args, rank, world, model, loss)
+
+
+def report_durable(rank, saved, pattern):
+    """Waits for the save, then says what this node's directory holds right then."""
+    durable = saved.wait(timeout=120)
+    where = pattern.replace("%n", socket.gethostname())
+    try:
+        latest = open(os.path.join(where, "latest")).read().strip()
+        manifest = os.path.exists(os.path.join(where, latest, "manifest.json"))
+    except OSError:
+        latest, manifest = "none", False
+    log(rank, f"durable step {saved.step}: {durable} latest {latest} manifest {manifest}")
 
 
 def finish(args, rank, world, model, loss):

@@ -2,8 +2,8 @@
 /*
  * libphalanx's checkpoint calls against a scripted agent on a real Unix
  * socket: the save interval and the save request, buffers mapped once and
- * reused, errors passed through, restore, and an agent that answers with
- * garbage.
+ * reused, errors passed through, restore, waiting for a save to be durable,
+ * and an agent that answers with garbage.
  */
 #include "config.h"
 
@@ -36,6 +36,9 @@ struct agent {
 	int begin_status; /* forced status of the next BEGIN, 0 = none */
 	int garbage; /* answer the next request with a malformed reply */
 	uint64_t committed_step;
+	unsigned statuses; /* STATUS requests */
+	unsigned busy_statuses; /* answer this many with -PHX_EBUSY first */
+	int status_then; /* then this */
 };
 
 static void reply(int fd, struct phx_ckpt_msg *m, int pass)
@@ -97,6 +100,13 @@ static void *serve(void *arg)
 		case PHX_CKPT_COMMIT:
 			ag->commits++;
 			ag->committed_step = m.step;
+			reply(fd, &m, -1);
+			break;
+		case PHX_CKPT_STATUS:
+			ag->statuses++;
+			m.status = ag->busy_statuses ? -PHX_EBUSY : ag->status_then;
+			if (ag->busy_statuses && ag->busy_statuses != UINT32_MAX)
+				ag->busy_statuses--;
 			reply(fd, &m, -1);
 			break;
 		case PHX_CKPT_RESTORE:
@@ -217,6 +227,28 @@ static void test_save_restore(void **state)
 	assert_int_equal(ag.commits, 3);
 }
 
+static void test_save_wait(void **state)
+{
+	(void)state;
+	assert_int_equal(phx_save_wait(-1, 0), -PHX_EINVAL);
+	/* Not durable yet, then durable: asked again until it is. */
+	ag.statuses = 0;
+	ag.busy_statuses = 3;
+	ag.status_then = 0;
+	assert_int_equal(phx_save_wait(40, -1), 0);
+	assert_int_equal(ag.statuses, 4);
+	/* Never durable: the time given runs out. */
+	ag.busy_statuses = UINT32_MAX;
+	assert_int_equal(phx_save_wait(40, 50), -PHX_ETIMEDOUT);
+	assert_true(ag.statuses > 5);
+	assert_int_equal(phx_save_wait(40, 0), -PHX_ETIMEDOUT);
+	/* The save's writes failed: said at once. */
+	ag.busy_statuses = 0;
+	ag.status_then = -PHX_EIO;
+	assert_int_equal(phx_save_wait(40, -1), -PHX_EIO);
+	assert_string_equal(phx_strerror(-PHX_ETIMEDOUT), "not done within the time given");
+}
+
 static void test_garbage(void **state)
 {
 	void *buf;
@@ -233,6 +265,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_should_save),
 		cmocka_unit_test(test_save_restore),
+		cmocka_unit_test(test_save_wait),
 		cmocka_unit_test(test_garbage),
 	};
 

@@ -21,7 +21,7 @@ import os
 
 __all__ = ["Phalanx", "PhalanxError", "load_library"]
 
-OK, EINVAL, ENOMEM, EIO, ENOENT, EAUTH, ESTATE, ENOAGENT, EBUSY = range(9)
+OK, EINVAL, ENOMEM, EIO, ENOENT, EAUTH, ESTATE, ENOAGENT, EBUSY, ETIMEDOUT = range(10)
 
 
 class PhalanxError(OSError):
@@ -75,6 +75,7 @@ def load_library():
         "phx_save_begin": ([ctypes.c_long, ctypes.c_size_t,
                             ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int),
         "phx_save_commit": ([], ctypes.c_int),
+        "phx_save_wait": ([ctypes.c_long, ctypes.c_int], ctypes.c_int),
         "phx_restore": ([c_long_p, ctypes.POINTER(ctypes.c_void_p),
                          ctypes.POINTER(ctypes.c_size_t)], ctypes.c_int),
         "phx_finalize": ([], None),
@@ -141,6 +142,18 @@ class Phalanx:
         dst[:] = src
         del dst
         self.commit()
+
+    def save_wait(self, step, timeout=None):
+        """True once the state as of step is durable (phx_save_wait(3)); False
+        when timeout seconds pass first; PhalanxError (EIO) when this node
+        could not write that save anywhere."""
+        ms = -1 if timeout is None else max(0, min(int(timeout * 1000), 2 ** 31 - 1))
+        rc = self._lib.phx_save_wait(step, ms)
+        if rc == -ETIMEDOUT:
+            return False
+        if rc:
+            raise PhalanxError(rc, "phx_save_wait")
+        return True
 
     def restore(self):
         """(step, read-only memoryview) of the newest committed generation, or None.

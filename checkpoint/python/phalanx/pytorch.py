@@ -29,6 +29,7 @@ from collections import OrderedDict
 import pickle
 import re
 import struct
+import time
 import warnings
 
 import torch
@@ -37,6 +38,10 @@ try:
     import numpy
 except ImportError:  # numpy arrays then are pickled whole, like any object
     numpy = None
+try:
+    from torch.distributed.tensor import DTensor as _DTensor  # PyTorch 2.4+
+except ImportError:
+    _DTensor = None
 
 from . import EBUSY, PhalanxError
 
@@ -112,6 +117,44 @@ def _pickled(obj, tensors, offset):
     return {"p": [off, n, leaves]}, offset
 
 
+def _placement_text(p):
+    if p.is_shard():
+        return ["S", p.dim]
+    if p.is_replicate():
+        return ["R"]
+    if p.is_partial():
+        return ["P", str(getattr(p, "reduce_op", "sum"))]
+    raise TypeError(f"phalanx: a DTensor placement {p!r} cannot be saved")
+
+
+def _dtensor_entry(dt, tensors, offset):
+    """This rank's shard of a DTensor, with what rebuilding it needs:
+    {"dt": [local tensor, placements, global shape, global stride, mesh shape]}."""
+    local, offset = _tensor_entry(dt.to_local(), tensors, offset)
+    return {"dt": [local, [_placement_text(p) for p in dt.placements], list(dt.shape),
+                   list(dt.stride()), list(dt.device_mesh.shape)]}, offset
+
+
+class LocalShard:
+    """A DTensor's shard as saved, when decode() is given no device mesh:
+    the local tensor, its placements, the global shape and stride, the mesh shape."""
+
+    def __init__(self, tensor, placements, shape, stride, mesh_shape):
+        self.tensor, self.placements = tensor, placements
+        self.shape, self.stride, self.mesh_shape = shape, stride, mesh_shape
+
+
+def _placement(text):
+    from torch.distributed.tensor import Partial, Replicate, Shard
+    if text[0] == "S":
+        return Shard(text[1])
+    if text[0] == "R":
+        return Replicate()
+    if text[0] == "P":
+        return Partial(text[1])
+    raise FormatError(f"phalanx: unknown DTensor placement {text!r}")
+
+
 def _plain_tensor(obj):
     """A tensor whose bytes are all there is: not a DTensor or another wrapper."""
     return isinstance(obj, torch.Tensor) and \
@@ -122,9 +165,11 @@ def _index(obj, tensors, offset):
     """The JSON index of obj; tensors collects (tensor, offset); returns (index, offset)."""
     if _plain_tensor(obj):
         return _tensor_entry(obj, tensors, offset)
+    if _DTensor is not None and isinstance(obj, _DTensor):
+        return _dtensor_entry(obj, tensors, offset)
     if isinstance(obj, torch.Tensor):
-        raise TypeError(f"phalanx: a {type(obj).__name__} is not saved whole; save its "
-                        "local shard (DTensor.to_local()) with the layout it needs")
+        raise TypeError(f"phalanx: a {type(obj).__name__} cannot be saved: save its local "
+                        "data as a plain tensor")
     if type(obj) in (dict, OrderedDict) and \
             all(isinstance(k, (str, int)) and not isinstance(k, bool) for k in obj):
         items = []
@@ -176,21 +221,49 @@ def encode(state):
     return bytes(buf)
 
 
-def save(phx, step, state, digest=None):
-    """Saves state (nested dicts/lists of tensors and plain values, anything
-    else pickled without its tensors) as step.
+class Saved:
+    """What save() returns: true when the state went to the agent, false when
+    the save was skipped (the agent busy); wait() until it is durable."""
 
+    def __init__(self, phx, step):
+        self.phx, self.step = phx, step
+
+    def __bool__(self):
+        return self.step is not None
+
+    def wait(self, timeout=None):
+        """True once the state as of this step is durable on every node (see
+        Phalanx.save_wait); False after timeout seconds, or for a skipped save."""
+        return bool(self) and self.phx.save_wait(self.step, timeout)
+
+
+def save(phx, step, state, digest=None, busy="skip", timeout=None):
+    """Saves state (nested dicts/lists of tensors and plain values, anything
+    else pickled without its tensors) as step; returns a Saved.
+
+    busy: when the agent is still persisting earlier saves into every
+    staging buffer (EBUSY), "skip" (the default) skips this save: train on
+    and save later; "wait" waits (at most timeout seconds, then skips) for a
+    buffer, keeping the training loop stalled meanwhile.
     digest: a hashlib object updated with the shard's bytes before the commit.
-    True once saved; False when the agent is still persisting earlier saves
-    into every buffer (EBUSY): this step is skipped, train on and save later.
     """
+    if busy not in ("skip", "wait"):
+        raise ValueError(f"phalanx: busy={busy!r}: use \"skip\" or \"wait\"")
     head, data_off, tensors, total = encode_index(state)
-    try:
-        view = phx.begin(step, total)
-    except PhalanxError as e:
-        if e.status == EBUSY:
-            return False
-        raise
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        try:
+            view = phx.begin(step, total)
+            break
+        except PhalanxError as e:
+            if e.status != EBUSY or busy == "skip" or \
+                    (deadline is not None and time.monotonic() >= deadline):
+                if e.status == EBUSY:
+                    return Saved(phx, None)
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
     try:
         _write(view, head, data_off, tensors, total)
         if digest is not None:
@@ -198,68 +271,97 @@ def save(phx, step, state, digest=None):
     finally:
         view.release()
     phx.commit()
-    return True
+    return Saved(phx, step)
 
 
-def _span(data, data_off, off, nbytes):
-    if not isinstance(off, int) or not isinstance(nbytes, int) or off < 0 or nbytes < 0 or \
-            data_off + off + nbytes > len(data):
-        raise FormatError("phalanx: state entry outside the shard")
-    return data[data_off + off:data_off + off + nbytes]
+class _Reader:
+    """What decoding one shard needs: its data region and the caller's choices."""
+
+    def __init__(self, data, data_off, copy, allow_pickle, mesh):
+        self.data, self.data_off = data, data_off
+        self.copy, self.allow_pickle, self.mesh = copy, allow_pickle, mesh
+
+    def span(self, off, nbytes):
+        if not isinstance(off, int) or not isinstance(nbytes, int) or off < 0 or \
+                nbytes < 0 or self.data_off + off + nbytes > len(self.data):
+            raise FormatError("phalanx: state entry outside the shard")
+        return self.data[self.data_off + off:self.data_off + off + nbytes]
 
 
-def _leaf(node, data, data_off, copy):
+def _leaf(node, rd):
     """A tensor ("t") or numpy array ("n") entry."""
+    if not isinstance(node, dict) or len(node) != 1:
+        raise FormatError("phalanx: malformed state index entry")
     (kind, val), = node.items()
     dtype, shape, off, nbytes = val
-    raw = _span(data, data_off, off, nbytes)
+    raw = rd.span(off, nbytes)
     if kind == "t":
         if dtype not in _DTYPES:
             raise FormatError(f"phalanx: dtype {dtype!r} is not one this PyTorch has")
         t = raw.view(_DTYPES[dtype]).view(shape)
-        return t.clone() if copy else t
+        return t.clone() if rd.copy else t
+    if kind != "n":
+        raise FormatError(f"phalanx: {kind!r} is not a tensor or array entry")
     if numpy is None:
         raise FormatError("phalanx: the state holds numpy arrays; install numpy")
     return numpy.frombuffer(raw.numpy().tobytes(), dtype=numpy.dtype(dtype)).reshape(shape)
 
 
-def _unpickle(val, data, data_off, copy, allow_pickle):
+def _unpickle(val, rd):
     off, nbytes, leaves = val
-    if not allow_pickle:
+    if not rd.allow_pickle:
         raise FormatError("phalanx: the state holds pickled values and allow_pickle is off")
-    raw = _span(data, data_off, off, nbytes)
+    raw = rd.span(off, nbytes)
 
     class Unpickler(pickle.Unpickler):
         def persistent_load(self, pid):
             if not isinstance(pid, int) or not 0 <= pid < len(leaves):
                 raise FormatError("phalanx: a pickled value names a leaf the shard lacks")
-            return _leaf(leaves[pid], data, data_off, copy)
+            return _leaf(leaves[pid], rd)
 
     return Unpickler(io.BytesIO(raw.numpy().tobytes())).load()
 
 
-def _build(node, data, data_off, copy, allow_pickle):
+def _dtensor(val, rd):
+    local, placements, shape, stride, mesh_shape = val
+    t = _leaf(local, rd)
+    if rd.mesh is None:
+        return LocalShard(t, placements, shape, stride, mesh_shape)
+    if _DTensor is None:
+        raise FormatError("phalanx: the state holds DTensors; this PyTorch has none")
+    if list(rd.mesh.shape) != list(mesh_shape):
+        raise FormatError(f"phalanx: a DTensor saved on a mesh of shape {mesh_shape} cannot be "
+                          f"rebuilt on one of shape {list(rd.mesh.shape)}; reshard through DCP")
+    return _DTensor.from_local(t, rd.mesh, [_placement(p) for p in placements],
+                               run_check=False, shape=torch.Size(shape), stride=tuple(stride))
+
+
+def _build(node, rd):
     if not isinstance(node, dict) or len(node) != 1:
         raise FormatError("phalanx: malformed state index entry")
     (kind, val), = node.items()
     if kind in ("t", "n"):
-        return _leaf(node, data, data_off, copy)
+        return _leaf(node, rd)
     if kind == "d":
-        return {k: _build(v, data, data_off, copy, allow_pickle) for k, v in val}
+        return {k: _build(v, rd) for k, v in val}
     if kind == "l":
-        return [_build(v, data, data_off, copy, allow_pickle) for v in val]
+        return [_build(v, rd) for v in val]
     if kind == "u":
-        return tuple(_build(v, data, data_off, copy, allow_pickle) for v in val)
+        return tuple(_build(v, rd) for v in val)
     if kind == "v":
         return val
     if kind == "p":
-        return _unpickle(val, data, data_off, copy, allow_pickle)
+        return _unpickle(val, rd)
+    if kind == "dt":
+        return _dtensor(val, rd)
     raise FormatError(f"phalanx: unknown state index entry {kind!r}")
 
 
-def decode(buf, copy=True, allow_pickle=True):
+def decode(buf, copy=True, allow_pickle=True, device_mesh=None):
     """The state saved in buf (bytes-like). copy=False returns views into buf
-    (tensors only); allow_pickle=False refuses a state holding pickled values."""
+    (tensors only); allow_pickle=False refuses a state holding pickled values;
+    DTensors are rebuilt on device_mesh (of the shape they were saved on), or
+    come back as LocalShard without one."""
     view = memoryview(buf).cast("B")
     if view.nbytes < HEAD.size:
         raise FormatError("phalanx: shard too short for a state header")
@@ -273,17 +375,18 @@ def decode(buf, copy=True, allow_pickle=True):
         warnings.simplefilter("ignore", UserWarning)
         data = torch.frombuffer(view, dtype=torch.uint8)
     try:
-        return _build(index, data, data_off, copy, allow_pickle)
+        return _build(index, _Reader(data, data_off, copy, allow_pickle, device_mesh))
     except (TypeError, ValueError, RuntimeError) as e:
         if isinstance(e, FormatError):
             raise
         raise FormatError(f"phalanx: malformed state index: {e}") from e
 
 
-def restore(phx):
-    """(step, state) of the newest committed generation, or None."""
+def restore(phx, device_mesh=None):
+    """(step, state) of the newest committed generation, or None; DTensors
+    are rebuilt on device_mesh (see decode)."""
     got = phx.restore()
     if got is None:
         return None
     step, view = got
-    return step, decode(view, copy=True)
+    return step, decode(view, copy=True, device_mesh=device_mesh)
