@@ -9,7 +9,8 @@ EXTRA_checkpoint_lib_libphalanx_la_DEPENDENCIES = checkpoint/lib/libphalanx.map
 EXTRA_DIST += checkpoint/lib/libphalanx.map
 
 # The Python binding: ctypes over libphalanx, no compilation step.
-PHX_PY_SOURCES = checkpoint/python/phalanx/__init__.py checkpoint/python/phalanx/pytorch.py
+PHX_PY_SOURCES = checkpoint/python/phalanx/__init__.py checkpoint/python/phalanx/dcp.py \
+	checkpoint/python/phalanx/pytorch.py
 EXTRA_DIST += $(PHX_PY_SOURCES)
 if HAVE_PYTHON
 phalanxpydir = $(pythondir)/phalanx

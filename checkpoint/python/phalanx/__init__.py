@@ -18,6 +18,7 @@ survives a crash of the worker.
 import ctypes
 import ctypes.util
 import os
+import time
 
 __all__ = ["Phalanx", "PhalanxError", "load_library"]
 
@@ -122,10 +123,23 @@ class Phalanx:
             raise PhalanxError(rc, "phx_should_save")
         return rc == 1
 
-    def begin(self, step, nbytes):
-        """A writable memoryview of nbytes in the agent's memory; then commit()."""
+    def begin(self, step, nbytes, wait=False, timeout=None):
+        """A writable memoryview of nbytes in the agent's memory; then commit().
+
+        When every staging buffer is still being persisted (EBUSY), wait=True
+        retries until one is free, at most timeout seconds (None: no limit);
+        PhalanxError(EBUSY) after that, or at once without wait.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.005
         ptr = ctypes.c_void_p()
-        rc = self._lib.phx_save_begin(step, nbytes, ctypes.byref(ptr))
+        while True:
+            rc = self._lib.phx_save_begin(step, nbytes, ctypes.byref(ptr))
+            if rc != -EBUSY or not wait or \
+                    (deadline is not None and time.monotonic() >= deadline):
+                break
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
         if rc:
             raise PhalanxError(rc, "phx_save_begin")
         return _view(ptr.value, nbytes, False)

@@ -250,20 +250,12 @@ def save(phx, step, state, digest=None, busy="skip", timeout=None):
     if busy not in ("skip", "wait"):
         raise ValueError(f"phalanx: busy={busy!r}: use \"skip\" or \"wait\"")
     head, data_off, tensors, total = encode_index(state)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    pause = 0.005
-    while True:
-        try:
-            view = phx.begin(step, total)
-            break
-        except PhalanxError as e:
-            if e.status != EBUSY or busy == "skip" or \
-                    (deadline is not None and time.monotonic() >= deadline):
-                if e.status == EBUSY:
-                    return Saved(phx, None)
-                raise
-        time.sleep(pause)
-        pause = min(pause * 2, 0.1)
+    try:
+        view = phx.begin(step, total, wait=busy == "wait", timeout=timeout)
+    except PhalanxError as e:
+        if e.status == EBUSY:
+            return Saved(phx, None)
+        raise
     try:
         _write(view, head, data_off, tensors, total)
         if digest is not None:
