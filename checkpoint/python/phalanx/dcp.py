@@ -62,13 +62,14 @@ except ImportError:
 from torch.futures import Future
 
 from . import ENOAGENT, ENOENT, Phalanx, PhalanxError
+# The shard layout's alignment and dtype names are phalanx.pytorch's.
+from .pytorch import _DTYPES, _NAMES, _align
 
 __all__ = ["StorageWriter", "StorageReader", "FormatError"]
 
 MAGIC = b"PHXDCP\0\0"
 VERSION = 1
 HEAD = struct.Struct("<8sIIQQ")
-ALIGN = 64
 TAG = "phx"
 
 
@@ -94,19 +95,16 @@ def _logged(method):
     return call
 
 
-def _align(n):
-    return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
 def _dtype_name(dtype):
-    return str(dtype).split(".", 1)[1]
+    if dtype not in _NAMES:
+        raise TypeError(f"phalanx: tensors of dtype {dtype} cannot be saved")
+    return _NAMES[dtype]
 
 
 def _dtype(name):
-    dtype = getattr(torch, name, None) if isinstance(name, str) else None
-    if not isinstance(dtype, torch.dtype):
+    if not isinstance(name, str) or name not in _DTYPES:
         raise FormatError(f"phalanx: dtype {name!r} is not one this PyTorch has")
-    return dtype
+    return _DTYPES[name]
 
 
 def _rank():
