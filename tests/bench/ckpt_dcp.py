@@ -9,6 +9,8 @@ The state dict is model-like: 32 float32 tensors of MIB/32 MiB each under
   floor     a copy of every tensor into fresh memory (what any staging pays)
   phalanx   phalanx.pytorch.save(): the copy into the agent's staging memory;
             persistence to the tiers goes on in the agent
+  phalanx.dcp  dcp.async_save() with phalanx.dcp.StorageWriter: its stall,
+            and the time until phx.save_wait() says the step is durable
   dcp       torch.distributed.checkpoint.async_save() with FileSystemWriter
             into DIR (PyTorch 2.3 and later): the stall until it returns,
             and the time until its future is done (written and fsynced);
@@ -73,6 +75,28 @@ def phalanx_saves(phx, state, saves):
     return stalls
 
 
+def phalanx_dcp_saves(phx, state, saves):
+    """dcp.async_save through phalanx.dcp.StorageWriter: the stall until it
+    returns, the time until its future is done (committed in the agent's
+    memory) and until phx.save_wait says the step is durable (in a tier)."""
+    from phalanx.dcp import StorageWriter
+    stalls, durable = [], []
+    for i in range(1, saves + 1):
+        step = 1000 + i
+        t = time.perf_counter()
+        fut = dcp.async_save(state, storage_writer=StorageWriter(step, phx=phx))
+        stall = time.perf_counter() - t
+        fut.result()
+        phx.save_wait(step)
+        done = time.perf_counter() - t
+        stalls.append(stall)
+        durable.append(done)
+        print(f"phalanx.dcp async_save {i}: stall {stall:.3f} s, durable after {done:.3f} s",
+              flush=True)
+        time.sleep(2)
+    return stalls, durable
+
+
 def snapshot(state):
     return {part: {k: v.clone() for k, v in d.items()} for part, d in state.items()}
 
@@ -116,6 +140,11 @@ def main():
     print(f"floor: copy into fresh memory {floor:.3f} s")
     ours = statistics.median(phalanx_saves(phx, state, saves))
     print(f"median stall: phalanx {ours:.3f} s ({ours / floor:.2f}x the copy)")
+    if hasattr(dcp, "async_save"):
+        pstalls, pdurable = phalanx_dcp_saves(phx, state, saves)
+        pdcp = statistics.median(pstalls), statistics.median(pdurable)
+        print(f"median stall: phalanx.dcp async_save {pdcp[0]:.3f} s "
+              f"({pdcp[0] / floor:.2f}x the copy), durable after {pdcp[1]:.3f} s")
     # As the user calls it, and with the clone that makes it a consistent
     # snapshot of CPU tensors (async_save stages CPU tensors without a copy:
     # the training must leave them alone until its future is done).
@@ -125,6 +154,9 @@ def main():
         print(f"median stall: dcp {kind} {theirs:.3f} s ({theirs / floor:.2f}x the copy), "
               f"durable after {statistics.median(durable):.3f} s; "
               f"stall ratio phalanx / dcp {kind}: {ours / theirs:.2f}")
+        if hasattr(dcp, "async_save") and snap is False:
+            print(f"phalanx.dcp / FileSystemWriter, both through dcp.async_save: stall "
+                  f"{pdcp[0] / theirs:.2f}, durable {pdcp[1] / statistics.median(durable):.2f}")
     phx.finalize()
 
 
