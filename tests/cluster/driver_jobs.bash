@@ -41,18 +41,24 @@ driver_script()
 # more sbatch options.
 sbatch_driver()
 {
-	local try err=$BATS_TEST_TMPDIR/sbatch.err
+	local try err=$BATS_TEST_TMPDIR/sbatch.err before
 
 	OUT=$BATS_TEST_TMPDIR/job.out
+	before=$(slurm_query squeue -h -n "$JOB_NAME" -o %i | sort)
 	# Slurm 24.11's slurmctld in the lab now and then answers nothing for
-	# about 5 s after a node comes back (reset_nodes): sbatch then times out
-	# and cancels the job it submitted. Submitting again is what a user does.
+	# about 5 s after a node comes back (reset_nodes): sbatch times out, but
+	# the controller may still take the job once it answers again. That job
+	# is the one submitted (a second would run beside it); when there is
+	# none, submitting again is what a user does.
 	for try in 1 2 3; do
 		# shellcheck disable=SC2086
 		JOB=$(sbatch --parsable --no-kill --open-mode=append -J "$JOB_NAME" -N"$1" \
 			-o "$OUT" ${SBATCH_EXTRA:-} "$2" 2>"$err") && break
 		cat "$err" >&2
 		grep -q 'Socket timed out' "$err" || return 1
+		JOB=$(slurm_query squeue -h -n "$JOB_NAME" -o %i | sort |
+			comm -13 <(echo "$before") - | tail -n 1)
+		[ -z "$JOB" ] || break
 		sleep 1
 	done
 	[ -n "$JOB" ]

@@ -26,7 +26,7 @@ require_lab()
 		     "run them through tests/cluster/run" >&2
 		return 1
 	fi
-	if ! timeout 10 sinfo -h >/dev/null 2>&1; then
+	if ! slurm_query timeout 10 sinfo -h >/dev/null; then
 		echo "phalanx: cluster tests: no slurmctld answers for $SLURM_CONF;" \
 		     "run them through tests/cluster/run or 'lab up'" >&2
 		return 1
