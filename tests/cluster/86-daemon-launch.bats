@@ -93,7 +93,7 @@ job()
 		shift
 	done
 	shift
-	GLOO_SOCKET_IFNAME=eth0 timeout 240 srun --mpi=pmix -N2 --ntasks-per-node=1 -K1 \
+	GLOO_SOCKET_IFNAME=eth0 lab_srun 240 --mpi=pmix -N2 --ntasks-per-node=1 -K1 \
 		"$LAUNCH" --agent --config "$CKPTD_DIR/phalanx.yaml" --nproc-per-node 2 \
 		--sync-interval-ms 300 "${opts[@]}" -- \
 		/usr/bin/python3 "$TRAIN" --phalanx --step-sleep 0.05 "$@" >"$out" 2>&1 &

@@ -72,6 +72,28 @@ slurm_query()
 	return 1
 }
 
+# lab_srun SECONDS ARGS...: srun ARGS under 'timeout SECONDS', run again
+# when its allocation timed out in one of the stalls of Slurm 24.11's
+# controller in the lab ("Unable to allocate resources: Socket timed out").
+# The controller kills a job whose allocation it could not hand to srun, so
+# nothing runs twice.
+lab_srun()
+{
+	local limit=$1 try rc err
+
+	shift
+	err=$(mktemp "${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}}/srun.XXXXXX") || return 1
+	for try in 1 2 3; do
+		rc=0
+		timeout "$limit" srun "$@" 2> >(tee "$err" >&2) || rc=$?
+		wait $! || true
+		grep -q 'Unable to allocate resources: Socket timed out' "$err" || break
+		sleep 1
+	done
+	rm -f "$err"
+	return "$rc"
+}
+
 job_state()
 {
 	slurm_query scontrol show job "$1" -o | grep -o 'JobState=[A-Z_]*' | cut -d= -f2
