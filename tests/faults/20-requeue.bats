@@ -142,20 +142,42 @@ stopped_slurmd()
 		awk '$2 == "slurmd" { print $1; exit }'
 }
 
-@test "a slurmd that misses Slurm's messages for a moment is neither dropped nor excluded (x$ROUNDS)" {
-	local r n pid
+# slurm_set_down LINE: the nodes slurmctld's log from LINE on has Slurm
+# itself setting DOWN for not responding, if any.
+slurm_set_down()
+{
+	tail -n "+$1" "$LAB_DIR/log/slurmctld.log" |
+		sed -n 's/.*error: Nodes \([^ ]*\) not responding, setting DOWN.*/\1/p' | grep .
+}
 
-	for ((r = 1; r <= ROUNDS; r++)); do
+@test "a slurmd that misses Slurm's messages for a moment is neither dropped nor excluded (x$ROUNDS)" {
+	local r=0 n pid from repeated=0 down
+
+	while [ "$r" -lt "$ROUNDS" ]; do
 		n=node$((3 + RANDOM % 3))
+		from=$(($(wc -l <"$LAB_DIR/log/slurmctld.log") + 1))
 		# The driver starts while Slurm has n NOT_RESPONDING, as a busy
 		# node's slurmd that missed one ping within MessageTimeout.
 		submit 5 0 "" "for i in \$(seq 200); do sinfo -h -n $n -o %T | grep -q '\\*' && break; sleep 0.1; done"
-		wait_for 60 job_running "$JOB" || round_failed "$r"
+		wait_for 60 job_running "$JOB" || round_failed "$((r + 1))"
 		pid=$(stopped_slurmd "${n#node}")
 		kill -STOP "$pid"
-		wait_for 30 node_not_responding "$n" || { kill -CONT "$pid"; round_failed "$r"; }
+		wait_for 30 node_not_responding "$n" || { kill -CONT "$pid"; round_failed "$((r + 1))"; }
 		sleep 0.5
 		kill -CONT "$pid"
+		wait_for 180 job_finished "$JOB" || round_failed "$((r + 1))"
+		# Where Slurm itself called a node DOWN (Slurm 24.11's controller in
+		# the lab can stall past SlurmdTimeout while it pings a stopped
+		# slurmd), excluding it was right and the round tested nothing of
+		# the claim: it is run again, at most ROUNDS more times.
+		if down=$(slurm_set_down "$from"); then
+			repeated=$((repeated + 1))
+			echo "# Slurm itself set $(echo $down) DOWN (slurmctld.log) during job $JOB ($n stopped): round run again" >&3
+			[ "$repeated" -le "$ROUNDS" ] || round_failed "$((r + 1))"
+			reset_nodes
+			continue
+		fi
+		r=$((r + 1))
 		completed_excluding_only || round_failed "$r"
 		restarts_are 0 || round_failed "$r"
 		! has "node $n is bad" || round_failed "$r"
