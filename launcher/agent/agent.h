@@ -34,6 +34,9 @@ struct phx_worker {
 	unsigned long rank;
 	pid_t pid; /* also the process group; 0 before the first start */
 	bool running; /* not reaped yet */
+	/* Got SIGTERM already (forwarded): a stop does not send a second one,
+	 * which many training scripts take as "exit now, skip the save". */
+	bool term_sent;
 	int status; /* waitpid's, once reaped */
 	int out_fd, err_fd; /* -1 when closed */
 	struct phx_linebuf out, err;

@@ -224,9 +224,13 @@ static void reap(struct phx_agent *a)
 void phx_agent_forward(struct phx_agent *a, int sig)
 {
 	for (unsigned i = 0; i < a->nproc; i++) {
-		if (a->w[i].running && kill(-a->w[i].pid, sig) < 0 && errno != ESRCH)
+		if (!a->w[i].running)
+			continue;
+		if (kill(-a->w[i].pid, sig) < 0 && errno != ESRCH)
 			phx_warn("cannot send signal %d to rank %lu: %s", sig, a->w[i].rank,
 				 strerror(errno));
+		else if (sig == SIGTERM)
+			a->w[i].term_sent = true;
 	}
 }
 
@@ -417,6 +421,7 @@ static int spawn_one(struct phx_agent *a, struct phx_worker *w, struct phx_worke
 	fcntl(err[0], F_SETFL, O_NONBLOCK);
 	w->pid = pid;
 	w->running = true;
+	w->term_sent = false;
 	w->status = 0;
 	w->out_fd = out[0];
 	w->err_fd = err[0];
@@ -530,7 +535,8 @@ static void signal_all(struct phx_agent *a, int sig)
 	for (unsigned i = 0; i < a->nproc; i++) {
 		if (!a->w[i].running)
 			continue;
-		kill(-a->w[i].pid, sig);
+		if (sig != SIGTERM || !a->w[i].term_sent)
+			kill(-a->w[i].pid, sig);
 		/* A stopped worker (SIGSTOP, a debugger gone) only sees TERM once it runs. */
 		if (sig != SIGKILL)
 			kill(-a->w[i].pid, SIGCONT);
