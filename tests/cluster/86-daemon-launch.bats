@@ -85,7 +85,7 @@ job_wait()
 # job OUT [phalanx-launch options] -- [train.py options]: 2 nodes x 2 workers, in the background (BG).
 job()
 {
-	local out=$1
+	local out=$1 before
 	shift
 	local opts=()
 	while [ $# -gt 0 ] && [ "$1" != -- ]; do
@@ -93,19 +93,29 @@ job()
 		shift
 	done
 	shift
+	# An earlier test's job may still be completing (a killed node's): wait
+	# for one newer than it.
+	before=$(job_id) || before=0
 	GLOO_SOCKET_IFNAME=eth0 lab_srun 240 --mpi=pmix -N2 --ntasks-per-node=1 -K1 \
 		"$LAUNCH" --agent --config "$CKPTD_DIR/phalanx.yaml" --nproc-per-node 2 \
 		--sync-interval-ms 300 "${opts[@]}" -- \
 		/usr/bin/python3 "$TRAIN" --phalanx --step-sleep 0.05 "$@" >"$out" 2>&1 &
 	BG=$!
-	wait_for 30 job_id
+	wait_for 30 job_id_above "$before"
 	JOB=$(job_id)
 }
 
-# The newest: a job of an earlier test may still be completing.
+# The newest job of the tests.
 job_id()
 {
 	squeue -h --name="$JOB_NAME" -o %i | sort -n | tail -n 1 | grep .
+}
+
+job_id_above()
+{
+	local id
+
+	id=$(job_id) && [ "$id" -gt "$1" ]
 }
 
 status_field()
@@ -266,8 +276,9 @@ corrupt_rank()
 }
 
 @test "a straggler reported by the agents is straggler time in the goodput ledger" {
-	local out=$BATS_TEST_TMPDIR/out
+	local out=$BATS_TEST_TMPDIR/out before
 
+	before=$(job_id) || before=0
 	# The probe beats through libphalanx; rank 3 (on node 2) steps 5 times slower.
 	PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so timeout 120 srun --mpi=pmix \
 		-N2 --ntasks-per-node=1 "$LAUNCH" --agent --config "$CKPTD_DIR/phalanx.yaml" \
@@ -275,7 +286,7 @@ corrupt_rank()
 		--straggler-threshold 150 -- /usr/bin/python3 "$BATS_TEST_DIRNAME/launch_probe.py" \
 		--mode beat --duration 9 --step-sleep 0.05 --rank 3 --slow 5 >"$out" 2>&1 &
 	BG=$!
-	wait_for 30 job_id
+	wait_for 30 job_id_above "$before"
 	JOB=$(job_id)
 	job_wait "$out"
 	grep -q "straggler: rank 3 " "$out"
