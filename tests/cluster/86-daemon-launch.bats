@@ -93,16 +93,13 @@ job()
 		shift
 	done
 	shift
-	# An earlier test's job may still be completing (a killed node's): wait
-	# for one newer than it.
 	before=$(job_id) || before=0
 	GLOO_SOCKET_IFNAME=eth0 lab_srun 240 --mpi=pmix -N2 --ntasks-per-node=1 -K1 \
 		"$LAUNCH" --agent --config "$CKPTD_DIR/phalanx.yaml" --nproc-per-node 2 \
 		--sync-interval-ms 300 "${opts[@]}" -- \
 		/usr/bin/python3 "$TRAIN" --phalanx --step-sleep 0.05 "$@" >"$out" 2>&1 &
 	BG=$!
-	wait_for 30 job_id_above "$before"
-	JOB=$(job_id)
+	await_job_after "$before"
 }
 
 # The newest job of the tests.
@@ -116,6 +113,15 @@ job_id_above()
 	local id
 
 	id=$(job_id) && [ "$id" -gt "$1" ]
+}
+
+# await_job_after BEFORE: JOB is the first job newer than BEFORE (the newest
+# job when the srun was started, 0 if none); an earlier test's job may still
+# be completing (a killed node's).
+await_job_after()
+{
+	wait_for 30 job_id_above "$1"
+	JOB=$(job_id)
 }
 
 status_field()
@@ -286,8 +292,7 @@ corrupt_rank()
 		--straggler-threshold 150 -- /usr/bin/python3 "$BATS_TEST_DIRNAME/launch_probe.py" \
 		--mode beat --duration 9 --step-sleep 0.05 --rank 3 --slow 5 >"$out" 2>&1 &
 	BG=$!
-	wait_for 30 job_id_above "$before"
-	JOB=$(job_id)
+	await_job_after "$before"
 	job_wait "$out"
 	grep -q "straggler: rank 3 " "$out"
 	run "$PHX" goodput "$JOB" --json --socket "$SOCK"
