@@ -154,18 +154,19 @@ slurm_set_down()
 	local r=0 n pid from repeated=0 down
 
 	while [ "$r" -lt "$ROUNDS" ]; do
+		r=$((r + 1))
 		n=node$((3 + RANDOM % 3))
 		from=$(($(wc -l <"$LAB_DIR/log/slurmctld.log") + 1))
 		# The driver starts while Slurm has n NOT_RESPONDING, as a busy
 		# node's slurmd that missed one ping within MessageTimeout.
 		submit 5 0 "" "for i in \$(seq 200); do sinfo -h -n $n -o %T | grep -q '\\*' && break; sleep 0.1; done"
-		wait_for 60 job_running "$JOB" || round_failed "$((r + 1))"
+		wait_for 60 job_running "$JOB" || round_failed "$r"
 		pid=$(stopped_slurmd "${n#node}")
 		kill -STOP "$pid"
-		wait_for 30 node_not_responding "$n" || { kill -CONT "$pid"; round_failed "$((r + 1))"; }
+		wait_for 30 node_not_responding "$n" || { kill -CONT "$pid"; round_failed "$r"; }
 		sleep 0.5
 		kill -CONT "$pid"
-		wait_for 180 job_finished "$JOB" || round_failed "$((r + 1))"
+		wait_for 180 job_finished "$JOB" || round_failed "$r"
 		# Where Slurm itself called a node DOWN (Slurm 24.11's controller in
 		# the lab can stall past SlurmdTimeout while it pings a stopped
 		# slurmd), excluding it was right and the round tested nothing of
@@ -173,11 +174,11 @@ slurm_set_down()
 		if down=$(slurm_set_down "$from"); then
 			repeated=$((repeated + 1))
 			echo "# Slurm itself set $(echo $down) DOWN (slurmctld.log) during job $JOB ($n stopped): round run again" >&3
-			[ "$repeated" -le "$ROUNDS" ] || round_failed "$((r + 1))"
+			[ "$repeated" -le "$ROUNDS" ] || round_failed "$r"
 			reset_nodes
+			r=$((r - 1))
 			continue
 		fi
-		r=$((r + 1))
 		completed_excluding_only || round_failed "$r"
 		restarts_are 0 || round_failed "$r"
 		! has "node $n is bad" || round_failed "$r"
