@@ -25,7 +25,8 @@ enum phx_status {
 	PHX_ESTATE = 6, /* called in the wrong order */
 	PHX_ENOAGENT = 7, /* no Phalanx agent is supervising this process */
 	PHX_EBUSY = 8, /* the agent has no free staging buffer yet; retry at a later step */
-	PHX_ETIMEDOUT = 9 /* not done within the time given */
+	PHX_ETIMEDOUT = 9, /* not done within the time given */
+	PHX_ELAYOUT = 10 /* the checkpoint cannot be restored onto this job's layout */
 };
 
 /* The library's version as "MAJOR.MINOR.PATCH". */
@@ -67,6 +68,18 @@ int phx_should_save(long step);
  * agent still persists older saves into every buffer; skip this save).
  */
 int phx_save_begin(long step, size_t bytes, void **buf);
+/*
+ * What a rank's save holds, so that a restore after phalanx-launch
+ * --elastic changed the data-parallel degree takes the right bytes.
+ */
+enum phx_save_kind {
+	/* The same on every dp rank of its (tp, cp, ep, pp): DDP, ZeRO-0. Default. */
+	PHX_SAVE_REPLICATED = 0,
+	/* This dp rank's part only (FSDP, ZeRO-1/2/3, DCP): not restored onto another dp. */
+	PHX_SAVE_SHARDED = 1,
+};
+/* phx_save_begin() of a save of that kind. */
+int phx_save_begin_kind(long step, size_t bytes, enum phx_save_kind kind, void **buf);
 /* Hands the open save to the agent. 0 or a negated error. */
 int phx_save_commit(void);
 /*
@@ -83,7 +96,9 @@ int phx_save_wait(long step, int timeout_ms);
  * The newest committed generation's bytes of this rank: *step, *data and
  * *bytes; the data is read-only and stays valid until the next
  * phx_save_commit(), phx_restore() or phx_finalize(). -PHX_ENOENT when
- * there is nothing to restore.
+ * there is nothing to restore; -PHX_ELAYOUT when the newest generation
+ * cannot be restored onto this job's layout (the agent's log says why:
+ * another tp, cp, ep or pp, or dp-sharded state after dp changed).
  */
 int phx_restore(long *step, const void **data, size_t *bytes);
 

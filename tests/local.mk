@@ -50,7 +50,9 @@ EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/gpu/set_de
 	tests/cluster/90-failures.bats \
 	tests/faults/faults.bash \
 	tests/faults/10-faults.bats \
-	tests/faults/20-requeue.bats
+	tests/faults/20-requeue.bats \
+	tests/faults/30-elastic-pipeline.bats \
+	tests/faults/pipeline_train.py
 
 # Placement benchmark (tests/bench/placement runs it): not part of 'make check'.
 check_PROGRAMS += tests/bench/placement_bench

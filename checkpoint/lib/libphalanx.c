@@ -35,6 +35,8 @@ const char *phx_strerror(int status)
 			"no Phalanx agent supervises this process; start it with phalanx-launch",
 		[PHX_EBUSY] = "the agent is still persisting earlier saves; save at a later step",
 		[PHX_ETIMEDOUT] = "not done within the time given",
+		[PHX_ELAYOUT] = "the checkpoint was saved with another layout and cannot be "
+				"restored onto this one; the launcher's log says why",
 	};
 	int code = abs(status);
 

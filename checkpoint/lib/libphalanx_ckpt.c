@@ -230,11 +230,17 @@ static struct map *map_new(uint64_t id, int fd, size_t len)
 
 int phx_save_begin(long step, size_t bytes, void **buf)
 {
+	return phx_save_begin_kind(step, bytes, PHX_SAVE_REPLICATED, buf);
+}
+
+int phx_save_begin_kind(long step, size_t bytes, enum phx_save_kind kind, void **buf)
+{
 	struct phx_ckpt_msg m;
 	struct map *mp;
 	int fd = -1, rc;
 
-	if (step < 0 || !buf || bytes > PHX_CKPT_MAX_BYTES)
+	if (step < 0 || !buf || bytes > PHX_CKPT_MAX_BYTES ||
+	    (kind != PHX_SAVE_REPLICATED && kind != PHX_SAVE_SHARDED))
 		return -PHX_EINVAL;
 	pthread_mutex_lock(&mu);
 	rc = attach();
@@ -246,6 +252,7 @@ int phx_save_begin(long step, size_t bytes, void **buf)
 	phx_ckpt_msg_init(&m, PHX_CKPT_BEGIN);
 	m.step = (uint64_t)step;
 	m.bytes = bytes;
+	m.flags = kind == PHX_SAVE_SHARDED ? PHX_CKPT_SHARDED : 0;
 	rc = call(&m, &fd);
 	if (rc)
 		goto out;

@@ -102,10 +102,12 @@ struct phx_ckpt_shard {
 	unsigned long rank;
 	unsigned long long bytes;
 	unsigned char digest[32];
+	bool sharded; /* this dp rank's part only (PHX_SAVE_SHARDED) */
 };
 
 /*
- * "d STEP RANK:BYTES:HEX,...": this node's shards of a generation, so every
+ * "d STEP RANK:BYTES:HEX:K,...": this node's shards of a generation (K: r
+ * for replicated across dp, s for dp-sharded), so every
  * agent can write the complete manifest. Format returns snprintf's value;
  * parse 0 or -1 (at most max entries into out, *n of them).
  */
@@ -127,5 +129,24 @@ int phx_ckpt_load_file(const char *path, const struct phx_ckpt_entry *e, unsigne
 
 int phx_ckpt_manifest_find(const char *json, unsigned long rank, struct phx_ckpt_entry *out,
 			   char *err, size_t errlen);
+/* The same from a parsed manifest. */
+struct phx_manifest;
+int phx_ckpt_manifest_entry(const struct phx_manifest *m, unsigned long rank,
+			    struct phx_ckpt_entry *out, char *err, size_t errlen);
+
+/*
+ * The saved rank whose shard rank (of world ranks in the layout now, or
+ * world 0 in now when the job has no one layout) restores: the rank of
+ * the same tp, cp, ep and pp coordinates and, when dp changed, of the
+ * same dp index modulo the saved dp, when its state is replicated across
+ * dp. A generation saved without coordinates goes by rank number onto
+ * the same world only. 0 and *src, or -1 with why the restore is refused
+ * in err: another tp, cp, ep or pp, dp-sharded state after dp changed,
+ * coordinates that disagree with the saved layout.
+ */
+struct phx_layout;
+int phx_ckpt_source_rank(const struct phx_manifest *m, const struct phx_layout *now,
+			 unsigned long world, unsigned long rank, unsigned long *src, char *err,
+			 size_t errlen);
 
 #endif

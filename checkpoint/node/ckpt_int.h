@@ -10,6 +10,7 @@
 #include "checkpoint/node/partner_server.h"
 #include "checkpoint/proto/digest.h"
 #include "checkpoint/node/ckpt.h"
+#include "placement/layout.h"
 
 /* Buffers per worker: the committed generation, a newer staged one, the one being filled. */
 #define CK_BUFS 3
@@ -28,6 +29,7 @@ struct ck_buf {
 	enum ck_buf_state state;
 	unsigned refs; /* writer jobs reading it */
 	bool digested;
+	bool sharded; /* BEGIN said PHX_CKPT_SHARDED */
 	uint8_t digest[PHX_DIGEST_MAX];
 	uint64_t begin_ns; /* the worker's BEGIN (CLOCK_MONOTONIC): its stall ends at COMMIT */
 };
@@ -67,6 +69,7 @@ struct ck_gen {
 	unsigned ok[PHX_TIER_COUNT]; /* shards durable per tier */
 	uint8_t (*digest)[PHX_DIGEST_MAX]; /* [nproc] */
 	size_t *len; /* [nproc] */
+	bool *sharded; /* [nproc]: the save's kind */
 	/* Every rank's shard, as the agents announced them: [world]. */
 	struct phx_ckpt_shard *all;
 	unsigned *agent_of; /* [world], the agent that announced it */
@@ -116,7 +119,9 @@ struct phx_ckpt {
 	unsigned long world;
 	char node[256];
 	char job[256];
-	char layout[128];
+	/* The job's layout resolved over world ("" and lay.world 0 when it cannot be). */
+	char layout[256];
+	struct phx_layout lay;
 	char dir[PHX_TIER_COUNT][4096]; /* "" = tier off (memory: unused) */
 	bool writer[PHX_TIER_COUNT]; /* this agent writes the tier's manifests */
 	char **node_dir; /* [agents]: each node's local directory */
@@ -145,6 +150,7 @@ struct phx_ckpt {
 	long published_all[PHX_TIER_COUNT]; /* ... that every agent has: collection's bound */
 	unsigned publishing; /* publish jobs not yet done */
 	long restored; /* the generation restored at start, -1 */
+	bool refused; /* ... none: the newest cannot go onto this layout */
 	struct phx_ckpt_state held;
 	/*
 	 * The writer threads, one per job kind: a committed generation's
@@ -195,7 +201,11 @@ size_t ck_partner_steps(const struct phx_ckpt *c, long max, long *steps, size_t 
 /* rank's shard of step from a received copy into b: 0, or -1 when none. */
 int ck_partner_load(struct phx_ckpt *c, unsigned long rank, long step, struct ck_buf *b);
 
-/* ckpt_restore.c: the newest generation <= max whose local shards verify. */
+/*
+ * ckpt_restore.c: the newest generation <= max whose local shards verify;
+ * -1 when none, CK_REFUSED when the newest cannot go onto this job's layout.
+ */
+#define CK_REFUSED (-2L)
 long ck_restore_find(struct phx_ckpt *c, long max);
 
 #endif

@@ -344,6 +344,23 @@ struct ck_job *ck_io_take_done(struct phx_ckpt *c)
 	return list;
 }
 
+/* The shard's coordinates in the job's layout and its kind, where the layout resolved. */
+static int place_shard(const struct phx_ckpt *c, unsigned long rank, bool sharded,
+		       struct phx_manifest_shard *ms, char *err, size_t errlen)
+{
+	unsigned long coord[PHX_DIM_COUNT];
+	uint32_t c32[PHX_MANIFEST_DIMS];
+
+	_Static_assert(PHX_DIM_COUNT == PHX_MANIFEST_DIMS, "the manifest's coordinates");
+	if (!c->lay.world)
+		return 0;
+	phx_layout_coords(&c->lay, rank, coord);
+	for (int d = 0; d < PHX_DIM_COUNT; d++)
+		c32[d] = (uint32_t)coord[d];
+	return phx_manifest_shard_place(ms, c32, sharded ? PHX_STATE_SHARDED : PHX_STATE_REPLICATED,
+					err, errlen);
+}
+
 char *ck_manifest_build(const struct phx_ckpt *c, const struct ck_gen *g, enum phx_ckpt_tier t,
 			char *const *hosts)
 {
@@ -366,7 +383,8 @@ char *ck_manifest_build(const struct phx_ckpt *c, const struct ck_gen *g, enum p
 		if (phx_manifest_shard_set(&m, (uint32_t)r, hosts[agent], s->bytes,
 					   phx_digest_name(c->algo), hex, err, sizeof(err)) < 0 ||
 		    phx_manifest_shard_add_location(&m.shards[r], phx_ckpt_tier_name(t), path, err,
-						    sizeof(err)) < 0)
+						    sizeof(err)) < 0 ||
+		    place_shard(c, r, s->sharded, &m.shards[r], err, sizeof(err)) < 0)
 			goto fail_free;
 	}
 	text = phx_manifest_to_json(&m, err, sizeof(err));

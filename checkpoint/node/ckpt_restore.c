@@ -97,59 +97,109 @@ static int load_verify(struct phx_ckpt *c, const char *path, const struct phx_ck
 	return 0;
 }
 
-/* The rank's entry in the manifest of the generation's directory. */
-static int find_entry(const char *dir, unsigned long rank, struct phx_ckpt_entry *e, char *err,
-		      size_t errlen)
+/* The generation's manifest from the first directory tier that has one. 0, or -1. */
+static int read_manifest(const struct phx_ckpt *c, long step, struct phx_manifest *m)
 {
-	char path[4600], *text = NULL;
+	char dir[4200], path[4600], err[512], *text = NULL;
 	size_t len;
-	int rc;
 
-	snprintf(path, sizeof(path), "%s/manifest.json", dir);
-	rc = phx_file_read(path, PHX_MANIFEST_MAX_BYTES, &text, &len);
-	if (rc < 0)
-		return phx_errf(err, errlen, "%s: %s", path, strerror(-rc));
-	rc = phx_ckpt_manifest_find(text, rank, e, err, errlen);
-	free(text);
-	return rc;
+	for (int t = PHX_TIER_LOCAL; t < PHX_TIER_COUNT; t++) {
+		if (!c->dir[t][0] || !ck_published(c, (enum phx_ckpt_tier)t, step, NULL))
+			continue;
+		ck_gen_dir(c, (enum phx_ckpt_tier)t, step, dir, sizeof(dir));
+		snprintf(path, sizeof(path), "%s/manifest.json", dir);
+		if (phx_file_read(path, PHX_MANIFEST_MAX_BYTES, &text, &len) == 0 &&
+		    phx_manifest_parse(text, len, m, err, sizeof(err)) == 0) {
+			free(text);
+			return 0;
+		}
+		if (text)
+			phx_warn("%s: %s; trying the next tier", path, err);
+		free(text);
+		text = NULL;
+	}
+	return -1;
 }
 
-static int restore_slot(struct phx_ckpt *c, unsigned i, long step)
+/*
+ * Slot i's shard of the generation m describes (NULL: only partner copies
+ * hold it, restored by rank number), saved by rank src: from the partner's
+ * copy, else the directory tiers in order. 0, or -1 when no source verifies.
+ */
+static int restore_slot(struct phx_ckpt *c, unsigned i, long step, const struct phx_manifest *m,
+			unsigned long src)
 {
 	struct ck_slot *s = &c->slot[i];
 	struct ck_buf *b = &s->buf[0];
 	char dir[4200], path[4600], err[1024];
+	struct phx_ckpt_entry e;
 
-	if (ck_partner_load(c, s->rank, step, b) == 0) {
-		phx_info("rank %lu: generation %ld from its partner copy, verified", s->rank, step);
-		b->state = B_STAGED;
-		s->committed = 0;
-		s->loaded = CK_FROM_PARTNER;
-		return 0;
+	if (ck_partner_load(c, src, step, b) == 0) {
+		phx_info("rank %lu: generation %ld from the partner copy of rank %lu, verified",
+			 s->rank, step, src);
+		goto loaded;
 	}
+	if (!m || phx_ckpt_manifest_entry(m, src, &e, err, sizeof(err)) != 0)
+		return -1;
 	for (int t = PHX_TIER_LOCAL; t < PHX_TIER_COUNT; t++) {
-		struct phx_ckpt_entry e;
-
-		if (!c->dir[t][0])
+		if (!c->dir[t][0] || !ck_published(c, (enum phx_ckpt_tier)t, step, NULL))
 			continue;
 		ck_gen_dir(c, (enum phx_ckpt_tier)t, step, dir, sizeof(dir));
-		if (find_entry(dir, s->rank, &e, err, sizeof(err)) == 0) {
-			snprintf(path, sizeof(path), "%s/rank-%lu.shard", dir, s->rank);
-			if (load_verify(c, path, &e, b, err, sizeof(err)) == 0) {
-				phx_info("rank %lu: generation %ld from the %s tier (%s), verified",
-					 s->rank, step, phx_ckpt_tier_name((enum phx_ckpt_tier)t),
-					 path);
-				b->state = B_STAGED;
-				s->committed = 0;
-				s->loaded = t;
-				return 0;
-			}
+		snprintf(path, sizeof(path), "%s/rank-%lu.shard", dir, src);
+		/* Another node's rank: its shard is not in this node's own directory. */
+		if (src != s->rank && t == PHX_TIER_LOCAL && access(path, F_OK) < 0)
+			continue;
+		if (load_verify(c, path, &e, b, err, sizeof(err)) == 0) {
+			phx_info("rank %lu: generation %ld from the %s tier (%s), verified",
+				 s->rank, step, phx_ckpt_tier_name((enum phx_ckpt_tier)t), path);
+			s->loaded = t;
+			goto loaded_tier;
 		}
 		phx_warn("rank %lu: generation %ld not usable from the %s tier: %s; trying the "
 			 "next source",
 			 s->rank, step, phx_ckpt_tier_name((enum phx_ckpt_tier)t), err);
 	}
 	return -1;
+loaded:
+	s->loaded = CK_FROM_PARTNER;
+loaded_tier:
+	b->state = B_STAGED;
+	s->committed = 0;
+	return 0;
+}
+
+/*
+ * Every local slot's shard of generation step: 0, -1 when one has no good
+ * source (an older generation may do), CK_REFUSED when the layout forbids it.
+ */
+static int restore_gen(struct phx_ckpt *c, long step)
+{
+	struct phx_manifest m;
+	bool have_m = read_manifest(c, step, &m) == 0;
+	int rc = 0;
+
+	for (unsigned i = 0; i < c->nproc && !rc; i++) {
+		unsigned long src = c->slot[i].rank;
+		char why[512];
+
+		if (have_m && phx_ckpt_source_rank(&m, &c->lay, c->world, c->slot[i].rank, &src,
+						   why, sizeof(why)) < 0) {
+			phx_error("rank %lu: generation %ld cannot be restored onto the layout %s: "
+				  "%s",
+				  c->slot[i].rank, step, c->layout, why);
+			rc = CK_REFUSED;
+			break;
+		}
+		if (restore_slot(c, i, step, have_m ? &m : NULL, src) < 0) {
+			phx_warn("generation %ld cannot be restored on %s (rank %lu has no good "
+				 "copy); falling back to the previous generation",
+				 step, c->node, c->slot[i].rank);
+			rc = -1;
+		}
+	}
+	if (have_m)
+		phx_manifest_free(&m);
+	return rc;
 }
 
 static size_t list_gens(const struct phx_ckpt *c, long max, long *steps, size_t cap)
@@ -190,19 +240,15 @@ long ck_restore_find(struct phx_ckpt *c, long max)
 
 	qsort(steps, n, sizeof(*steps), desc);
 	for (size_t k = 0; k < n; k++) {
-		unsigned i;
+		int rc = restore_gen(c, steps[k]);
 
-		for (i = 0; i < c->nproc; i++) {
-			if (restore_slot(c, i, steps[k]) < 0)
-				break;
-		}
-		if (i == c->nproc)
+		if (rc == 0)
 			return steps[k];
-		phx_warn("generation %ld cannot be restored on %s (rank %lu has no good copy); "
-			 "falling back to the previous generation",
-			 steps[k], c->node, c->slot[i].rank);
-		for (i = 0; i < c->nproc; i++)
+		for (unsigned i = 0; i < c->nproc; i++)
 			c->slot[i].committed = -1;
+		/* An older generation instead would drop the newest one's progress unsaid. */
+		if (rc == CK_REFUSED)
+			return CK_REFUSED;
 	}
 	return -1;
 }

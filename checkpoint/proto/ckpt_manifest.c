@@ -153,9 +153,43 @@ int phx_manifest_shard_add_location(struct phx_manifest_shard *s, const char *ti
 	return 0;
 }
 
+static const char *const state_names[] = {
+	[PHX_STATE_NONE] = "",
+	[PHX_STATE_REPLICATED] = "replicated",
+	[PHX_STATE_SHARDED] = "sharded",
+};
+
+const char *phx_manifest_state_name(enum phx_manifest_state state)
+{
+	return (unsigned)state <= PHX_STATE_SHARDED ? state_names[state] : "";
+}
+
+int phx_manifest_shard_place(struct phx_manifest_shard *s, const uint32_t coord[PHX_MANIFEST_DIMS],
+			     enum phx_manifest_state state, char *err, size_t errlen)
+{
+	if (state != PHX_STATE_REPLICATED && state != PHX_STATE_SHARDED)
+		return phx_errf(err, errlen, "rank %u: state must be replicated or sharded",
+				s->rank);
+	for (int d = 0; d < PHX_MANIFEST_DIMS; d++)
+		if (coord[d] >= PHX_MANIFEST_MAX_WORLD)
+			return phx_errf(err, errlen, "rank %u: coordinate %u is out of range",
+					s->rank, coord[d]);
+	memcpy(s->coord, coord, sizeof(s->coord));
+	s->state = state;
+	return 0;
+}
+
 int phx_manifest_check_complete(const struct phx_manifest *m, char *err, size_t errlen)
 {
 	for (uint32_t r = 0; r < m->world; r++) {
+		/* Coordinates for every rank or none: a restore maps them all. */
+		if (!m->shards[r].state != !m->shards[0].state)
+			return phx_errf(err, errlen,
+					"generation %llu of job %u: rank %u %s coordinates, rank 0 "
+					"%s",
+					(unsigned long long)m->generation, m->job, r,
+					m->shards[r].state ? "has" : "lacks",
+					m->shards[0].state ? "has them" : "not");
 		if (!m->shards[r].filled)
 			return phx_errf(err, errlen,
 					"generation %llu of job %u lacks the shard of rank %u",
@@ -289,7 +323,18 @@ static void shard_text(struct sbuf *b, const struct phx_manifest_shard *s)
 		sb_str(b, s->locations[i].path);
 		sb_raw(b, i + 1 < s->nlocations ? "}," : "}", i + 1 < s->nlocations ? 2 : 1);
 	}
-	SB_LIT(b, "]}");
+	SB_LIT(b, "]");
+	if (s->state) {
+		SB_LIT(b, ",\"coords\":[");
+		for (int d = 0; d < PHX_MANIFEST_DIMS; d++) {
+			if (d)
+				sb_raw(b, ",", 1);
+			sb_u64(b, s->coord[d]);
+		}
+		SB_LIT(b, "],\"state\":");
+		sb_str(b, phx_manifest_state_name(s->state));
+	}
+	SB_LIT(b, "}");
 }
 
 char *phx_manifest_to_json(const struct phx_manifest *m, char *err, size_t errlen)
@@ -330,7 +375,8 @@ char *phx_manifest_to_json(const struct phx_manifest *m, char *err, size_t errle
 
 static const char *const top_keys[] = { "format",  "version", "job",   "generation", "step",
 					"created", "layout",  "world", "shards",     NULL };
-static const char *const shard_keys[] = { "rank", "node", "bytes", "digest", "locations", NULL };
+static const char *const shard_keys[] = { "rank",      "node",	 "bytes", "digest",
+					  "locations", "coords", "state", NULL };
 static const char *const digest_keys[] = { "alg", "hex", NULL };
 static const char *const location_keys[] = { "tier", "path", NULL };
 
@@ -362,6 +408,49 @@ static int parse_locations(struct json_object *arr, struct phx_manifest_shard *s
 	return 0;
 }
 
+/* "coords" and "state" of a version 2 shard: both or neither. */
+static int parse_place(struct json_object *o, struct phx_manifest_shard *s, const char *what,
+		       char *err, size_t errlen)
+{
+	struct json_object *arr;
+	uint32_t coord[PHX_MANIFEST_DIMS];
+	int has_coords, has_state;
+	const char *state;
+	enum phx_manifest_state st;
+
+	if (phx_json_array(o, what, "coords", PHX_MANIFEST_DIMS, &arr, &has_coords, err, errlen) <
+		    0 ||
+	    phx_json_str(o, what, "state", 16, 0, &state, &has_state, err, errlen) < 0)
+		return -1;
+	if (!has_coords && !has_state)
+		return 0;
+	if (!has_coords || !has_state)
+		return phx_errf(err, errlen, "%s: \"coords\" and \"state\" come together", what);
+	if (json_object_array_length(arr) != PHX_MANIFEST_DIMS)
+		return phx_errf(err, errlen, "%s: \"coords\" must list tp, cp, ep, dp and pp",
+				what);
+	for (size_t d = 0; d < PHX_MANIFEST_DIMS; d++) {
+		struct json_object *v = json_object_array_get_idx(arr, d);
+		int64_t x = json_object_get_int64(v);
+
+		if (!json_object_is_type(v, json_type_int) || x < 0 || x >= PHX_MANIFEST_MAX_WORLD)
+			return phx_errf(err, errlen,
+					"%s: \"coords\" holds a value that is not an integer "
+					"from 0 to %u",
+					what, PHX_MANIFEST_MAX_WORLD - 1);
+		coord[d] = (uint32_t)x;
+	}
+	if (!strcmp(state, "replicated"))
+		st = PHX_STATE_REPLICATED;
+	else if (!strcmp(state, "sharded"))
+		st = PHX_STATE_SHARDED;
+	else
+		return phx_errf(err, errlen,
+				"%s: \"state\" is \"%s\", not \"replicated\" or \"sharded\"", what,
+				state);
+	return phx_manifest_shard_place(s, coord, st, err, errlen);
+}
+
 static int parse_shard(struct json_object *o, struct phx_manifest *m, size_t idx, char *err,
 		       size_t errlen)
 {
@@ -391,7 +480,12 @@ static int parse_shard(struct json_object *o, struct phx_manifest *m, size_t idx
 	if (phx_manifest_shard_set(m, (uint32_t)rank, node, bytes, alg, hex, emsg, sizeof(emsg)) <
 	    0)
 		return phx_errf(err, errlen, "%s: %s", what, emsg);
-	return parse_locations(locs, &m->shards[rank], what, err, errlen);
+	if (parse_locations(locs, &m->shards[rank], what, err, errlen) < 0)
+		return -1;
+	if (m->version < 2 && (json_object_object_get_ex(o, "coords", NULL) ||
+			       json_object_object_get_ex(o, "state", NULL)))
+		return phx_errf(err, errlen, "%s: coordinates need manifest version 2", what);
+	return parse_place(o, &m->shards[rank], what, err, errlen);
 }
 
 static int parse_top(struct json_object *o, struct phx_manifest *m, char *err, size_t errlen)
@@ -409,10 +503,11 @@ static int parse_top(struct json_object *o, struct phx_manifest *m, char *err, s
 				PHX_MANIFEST_FORMAT);
 	if (phx_json_u64(o, w, "version", 1, 1000, &version, NULL, err, errlen) < 0)
 		return -1;
-	if (version != PHX_MANIFEST_VERSION)
-		return phx_errf(err, errlen,
-				"manifest: version %llu is not supported (this build reads %d)",
-				(unsigned long long)version, PHX_MANIFEST_VERSION);
+	if (version > PHX_MANIFEST_VERSION)
+		return phx_errf(
+			err, errlen,
+			"manifest: version %llu is not supported (this build reads 1 to %d)",
+			(unsigned long long)version, PHX_MANIFEST_VERSION);
 	if (phx_json_u64(o, w, "job", 1, UINT32_MAX, &job, NULL, err, errlen) < 0 ||
 	    phx_json_u64(o, w, "generation", 1, UINT64_MAX >> 1, &gen, NULL, err, errlen) < 0 ||
 	    phx_json_u64(o, w, "step", 0, UINT64_MAX >> 1, &step, NULL, err, errlen) < 0 ||
@@ -429,12 +524,16 @@ static int parse_top(struct json_object *o, struct phx_manifest *m, char *err, s
 	    0)
 		return -1;
 	m->created = created;
+	m->version = (int)version;
 	for (size_t i = 0; i < world; i++)
-		if (parse_shard(json_object_array_get_idx(shards, i), m, i, err, errlen) < 0) {
-			phx_manifest_free(m);
-			return -1;
-		}
+		if (parse_shard(json_object_array_get_idx(shards, i), m, i, err, errlen) < 0)
+			goto fail;
+	if (phx_manifest_check_complete(m, err, errlen) < 0)
+		goto fail;
 	return 0;
+fail:
+	phx_manifest_free(m);
+	return -1;
 }
 
 int phx_manifest_from_json(struct json_object *obj, struct phx_manifest *m, char *err,

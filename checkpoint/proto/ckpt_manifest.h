@@ -7,14 +7,19 @@
  * described in phalanx-ckptd(8). A manifest is outside input when read
  * back: the parser checks every field and refuses anything else.
  *
- * Format (version 1), one JSON object:
- *   { "format": "phalanx-manifest", "version": 1,
+ * Format (version 2), one JSON object:
+ *   { "format": "phalanx-manifest", "version": 2,
  *     "job": 4242, "generation": 7, "step": 7000, "created": 1764460800,
- *     "layout": "dp=4,tp=2", "world": 8,
+ *     "layout": "tp=2,cp=1,ep=1,dp=4,pp=1,order=tp-cp-ep-dp-pp", "world": 8,
  *     "shards": [ { "rank": 0, "node": "n01", "bytes": 1048576,
  *                   "digest": { "alg": "sha256", "hex": "9f86...0f00" },
- *                   "locations": [ { "tier": "local", "path": "/scratch/..." } ] },
+ *                   "locations": [ { "tier": "local", "path": "/scratch/..." } ],
+ *                   "coords": [0, 0, 0, 0, 0], "state": "replicated" },
  *                 ... one per rank, in rank order ... ] }
+ * "coords" (tp, cp, ep, dp, pp) and "state" (the shard's kind: "replicated"
+ * across dp, or "sharded" across dp) come together or not at all; a shard
+ * without them (version 1, or a layout the writer could not resolve) is
+ * restored by rank number only, onto the same world.
  */
 #ifndef PHX_CKPT_MANIFEST_H
 #define PHX_CKPT_MANIFEST_H
@@ -23,7 +28,8 @@
 #include <stdint.h>
 
 #define PHX_MANIFEST_FORMAT "phalanx-manifest"
-#define PHX_MANIFEST_VERSION 1
+#define PHX_MANIFEST_VERSION 2
+#define PHX_MANIFEST_DIMS 5 /* tp, cp, ep, dp, pp: enum phx_dim's order */
 #define PHX_MANIFEST_MAX_BYTES (256u << 20) /* refused beyond; ~1 KiB a rank */
 #define PHX_MANIFEST_MAX_WORLD (1u << 20)
 #define PHX_MANIFEST_MAX_LOCATIONS 4
@@ -43,6 +49,13 @@ struct phx_manifest_digest {
 	char hex[PHX_DIGEST_HEX_MAX + 1]; /* lower-case hex */
 };
 
+/* What a shard holds, as its rank declared at save. */
+enum phx_manifest_state {
+	PHX_STATE_NONE = 0, /* not recorded (version 1) */
+	PHX_STATE_REPLICATED, /* the same for every dp index of its (tp, cp, ep, pp) */
+	PHX_STATE_SHARDED, /* this dp index's part only */
+};
+
 struct phx_manifest_shard {
 	uint32_t rank;
 	int filled; /* set by phx_manifest_shard_set */
@@ -51,6 +64,8 @@ struct phx_manifest_shard {
 	struct phx_manifest_digest digest;
 	size_t nlocations;
 	struct phx_manifest_location locations[PHX_MANIFEST_MAX_LOCATIONS];
+	enum phx_manifest_state state; /* PHX_STATE_NONE: no coords either */
+	uint32_t coord[PHX_MANIFEST_DIMS];
 };
 
 struct phx_manifest {
@@ -73,6 +88,11 @@ int phx_manifest_shard_set(struct phx_manifest *m, uint32_t rank, const char *no
 /* Adds a tier location to a filled shard. 0 or -1 with err. */
 int phx_manifest_shard_add_location(struct phx_manifest_shard *s, const char *tier,
 				    const char *path, char *err, size_t errlen);
+/* Records a filled shard's coordinates and kind. 0 or -1 with err. */
+int phx_manifest_shard_place(struct phx_manifest_shard *s, const uint32_t coord[PHX_MANIFEST_DIMS],
+			     enum phx_manifest_state state, char *err, size_t errlen);
+/* "replicated", "sharded", "" */
+const char *phx_manifest_state_name(enum phx_manifest_state state);
 /* Checks that every rank is filled; 0 or -1 naming the first missing rank. */
 int phx_manifest_check_complete(const struct phx_manifest *m, char *err, size_t errlen);
 

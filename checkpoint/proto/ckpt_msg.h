@@ -8,7 +8,8 @@
  * sharing a library.
  *
  *   HELLO   worker -> agent: slot             reply: interval, status
- *   BEGIN   worker -> agent: step, bytes      reply: buf_id, bytes (+ fd)
+ *   BEGIN   worker -> agent: step, bytes,     reply: buf_id, bytes (+ fd)
+ *                            flags (PHX_CKPT_SHARDED)
  *   COMMIT  worker -> agent: step, buf_id     reply: status
  *   RESTORE worker -> agent: -                reply: step, bytes, buf_id (+ fd)
  *   STATUS  worker -> agent: step             reply: status (0 durable, -PHX_EBUSY
@@ -36,6 +37,9 @@ enum phx_ckpt_type {
 	PHX_CKPT_REPLY = 0x80, /* or-ed into the request's type */
 };
 
+/* BEGIN's flags: the shard is this dp rank's part only (else the same on every dp rank). */
+#define PHX_CKPT_SHARDED 0x1u
+
 struct phx_ckpt_msg {
 	uint32_t magic;
 	uint16_t version;
@@ -47,7 +51,8 @@ struct phx_ckpt_msg {
 	uint64_t buf_id;
 	uint64_t interval; /* HELLO reply: steps between saves, 0 = on request only */
 	uint64_t save_request; /* HELLO reply: the heartbeat page's value when attached */
-	uint64_t pad;
+	uint32_t flags; /* BEGIN: PHX_CKPT_SHARDED; 0 elsewhere */
+	uint32_t pad;
 };
 
 _Static_assert(sizeof(struct phx_ckpt_msg) == 64, "one message is 64 bytes");
@@ -84,6 +89,8 @@ static inline int phx_ckpt_msg_check(const void *buf, size_t len, int want_reply
 	if (m.bytes > PHX_CKPT_MAX_BYTES || m.step > INT64_MAX)
 		return -1;
 	if (!want_reply && m.status)
+		return -1;
+	if (m.flags & ~(base == PHX_CKPT_BEGIN && !want_reply ? PHX_CKPT_SHARDED : 0u))
 		return -1;
 	return 0;
 }

@@ -107,6 +107,7 @@ static void gen_clear(struct phx_ckpt *c, struct ck_gen *g)
 	int *buf = g->buf;
 	uint8_t(*digest)[PHX_DIGEST_MAX] = g->digest;
 	size_t *len = g->len;
+	bool *sharded = g->sharded;
 	struct phx_ckpt_shard *all = g->all;
 	unsigned *agent_of = g->agent_of;
 
@@ -114,6 +115,7 @@ static void gen_clear(struct phx_ckpt *c, struct ck_gen *g)
 	g->buf = buf;
 	g->digest = digest;
 	g->len = len;
+	g->sharded = sharded;
 	g->all = all;
 	g->agent_of = agent_of;
 	memset(all, 0, c->world * sizeof(*all));
@@ -265,6 +267,7 @@ static int send_reply(int fd, struct phx_ckpt_msg *m, int pass_fd)
 	struct msghdr h = { .msg_iov = &iov, .msg_iovlen = 1 };
 
 	m->type |= PHX_CKPT_REPLY;
+	m->flags = 0; /* a request's only: a reply with flags is malformed */
 	if (pass_fd >= 0) {
 		struct cmsghdr *cm;
 
@@ -322,6 +325,7 @@ static int do_begin(struct phx_ckpt *c, struct ck_slot *s, struct phx_ckpt_msg *
 	s->buf[i].step = (long)m->step;
 	s->buf[i].len = (size_t)m->bytes;
 	s->buf[i].digested = false;
+	s->buf[i].sharded = m->flags & PHX_CKPT_SHARDED;
 	s->buf[i].begin_ns = phx_now_ns(CLOCK_MONOTONIC);
 	m->buf_id = s->buf[i].id;
 	m->bytes = s->buf[i].cap;
@@ -359,6 +363,7 @@ static int do_commit(struct phx_ckpt *c, unsigned slot, struct ck_slot *s, struc
 			g->stall_ns = stall;
 		g->buf[slot] = (int)(b - s->buf);
 		g->len[slot] = b->len;
+		g->sharded[slot] = b->sharded;
 		if (g->nstaged == c->nproc && !g->due)
 			gen_staged(c, g);
 	}
@@ -372,7 +377,7 @@ static int do_restore(struct phx_ckpt *c, struct ck_slot *s, struct phx_ckpt_msg
 	uint8_t got[PHX_DIGEST_MAX];
 
 	if (!b || b->state != B_STAGED) {
-		m->status = -PHX_ENOENT;
+		m->status = c->refused ? -PHX_ELAYOUT : -PHX_ENOENT;
 		return send_reply(s->conn, m, -1);
 	}
 	/* The copy never left this process; a worker could still have written into it. */
@@ -619,6 +624,7 @@ static void announce(struct phx_ckpt *c, const struct ck_gen *g, char *buf, size
 		s[i].rank = c->slot[i].rank;
 		s[i].bytes = g->len[i];
 		memcpy(s[i].digest, g->digest[i], sizeof(s[i].digest));
+		s[i].sharded = g->sharded[i];
 	}
 	buf[used++] = '|';
 	/* Too long for the buffer: cut off, and the others' parser refuses it. */
@@ -989,15 +995,38 @@ static int alloc_state(struct phx_agent *a, struct phx_ckpt *c)
 		c->gen[i].buf = calloc(a->nproc, sizeof(int));
 		c->gen[i].digest = calloc(a->nproc, PHX_DIGEST_MAX);
 		c->gen[i].len = calloc(a->nproc, sizeof(size_t));
+		c->gen[i].sharded = calloc(a->nproc, sizeof(bool));
 		c->gen[i].all = calloc(a->map.world, sizeof(*c->gen[i].all));
 		c->gen[i].agent_of = calloc(a->map.world, sizeof(unsigned));
-		if (!c->gen[i].buf || !c->gen[i].digest || !c->gen[i].len || !c->gen[i].all ||
-		    !c->gen[i].agent_of)
+		if (!c->gen[i].buf || !c->gen[i].digest || !c->gen[i].len || !c->gen[i].sharded ||
+		    !c->gen[i].all || !c->gen[i].agent_of)
 			return -1;
 	}
 	for (int i = 0; i < NPENDING; i++)
 		c->pending[i] = -1;
 	return 0;
+}
+
+/*
+ * The layout the manifest records, resolved over the job's ranks so that
+ * each shard gets its coordinates; a restore maps ranks by them. Jobs of
+ * several roles keep the spec alone: their ranks are not one layout.
+ */
+static void ckpt_layout(const struct phx_agent *a, struct phx_ckpt *c)
+{
+	const char *spec = a->o->layout ? a->o->layout : "dp=*";
+	char err[256];
+
+	memset(&c->lay, 0, sizeof(c->lay));
+	snprintf(c->layout, sizeof(c->layout), "%s", spec);
+	if (a->o->explicit_roles)
+		return;
+	if (phx_layout_parse(spec, &c->lay, err, sizeof(err)) < 0 ||
+	    phx_layout_resolve(&c->lay, c->world, err, sizeof(err)) < 0) {
+		memset(&c->lay, 0, sizeof(c->lay));
+		return;
+	}
+	phx_layout_format(&c->lay, c->layout, sizeof(c->layout));
 }
 
 static int configure(struct phx_agent *a, struct phx_ckpt *c)
@@ -1017,7 +1046,7 @@ static int configure(struct phx_agent *a, struct phx_ckpt *c)
 	/* Every node writes its own directory's manifest; agent 0 the shared one. */
 	c->writer[PHX_TIER_LOCAL] = true;
 	c->writer[PHX_TIER_SHARED] = a->pmix.me.rank == 0;
-	snprintf(c->layout, sizeof(c->layout), "%s", a->o->layout ? a->o->layout : "dp=*");
+	ckpt_layout(a, c);
 	c->keep = (unsigned)conf->checkpoint.keep;
 	c->algo = (enum phx_digest_algo)conf->checkpoint.digest_algo;
 	c->threads = (unsigned)conf->checkpoint.digest_threads;
@@ -1067,7 +1096,8 @@ static int agree_restore(struct phx_agent *a, struct phx_ckpt *c, long *out)
 			rc = 0;
 			break;
 		}
-		have = low < 0 ? -1 : ck_restore_find(c, low);
+		/* -1 nothing, CK_REFUSED (lower) a layout refusal somewhere: all take it. */
+		have = low < 0 ? low : ck_restore_find(c, low);
 	}
 	free(values);
 	return rc;
@@ -1095,6 +1125,12 @@ int phx_agent_ckpt_setup(struct phx_agent *a)
 	}
 	if (phx_agent_ckpt_partner_setup(a, c) < 0 || agree_restore(a, c, &restored) < 0)
 		return PHX_EXIT_PMIX;
+	c->refused = restored == CK_REFUSED;
+	if (c->refused && a->pmix.me.rank == 0)
+		phx_error("the newest checkpoint cannot be restored onto this job's layout (the "
+			  "nodes' lines above say why); the workers' restore fails with "
+			  "PHX_ELAYOUT rather than start from scratch");
+	restored = restored < 0 ? -1 : restored;
 	c->restored = restored;
 	for (int t = 0; t < PHX_TIER_COUNT && restored >= 0; t++) {
 		c->committed[t] = restored;
@@ -1141,6 +1177,7 @@ void phx_agent_ckpt_fini(struct phx_agent *a)
 		free(c->gen[i].buf);
 		free(c->gen[i].digest);
 		free(c->gen[i].len);
+		free(c->gen[i].sharded);
 		free(c->gen[i].all);
 		free(c->gen[i].agent_of);
 	}

@@ -7,12 +7,15 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "checkpoint/proto/ckpt_msg.h"
 #include "checkpoint/node/ckpt.h"
+#include "checkpoint/proto/ckpt_manifest.h"
+#include "placement/layout.h"
 #include "tests/fuzz/fuzz.h"
 
 const char phx_fuzz_corpus_name[] = "ckpt";
@@ -35,6 +38,16 @@ static void state(const char *text)
 			       "newest of one state");
 }
 
+/* Field by field: the struct has padding that assignments need not copy. */
+static int shards_equal(const struct phx_ckpt_shard *a, const struct phx_ckpt_shard *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (a[i].rank != b[i].rank || a[i].bytes != b[i].bytes ||
+		    a[i].sharded != b[i].sharded || memcmp(a[i].digest, b[i].digest, 32))
+			return 0;
+	return 1;
+}
+
 static void digests(const char *text, int algo)
 {
 	struct phx_ckpt_shard s[8], back[8];
@@ -49,8 +62,46 @@ static void digests(const char *text, int algo)
 			       (int)sizeof(buf),
 		       "digests too long");
 	phx_fuzz_check(phx_ckpt_digests_parse(buf, algo, &step2, back, 8, &m) == 0 && m == n &&
-			       step2 == step && !memcmp(s, back, n * sizeof(*s)),
+			       step2 == step && shards_equal(s, back, n),
 		       "formatted digests parse differently");
+}
+
+/*
+ * Where each rank of a job of another layout restores from: a saved rank
+ * of the manifest, of the same pipeline stage, or a refusal with a reason.
+ */
+static void sources(const char *text, unsigned char pick)
+{
+	static const char *const specs[] = { "dp=*", "pp=2,dp=*", "tp=2,dp=*", "tp=2,pp=2,dp=*" };
+	struct phx_manifest m;
+	struct phx_layout now;
+	unsigned long world;
+	char err[512];
+
+	if (phx_manifest_parse(text, strlen(text), &m, err, sizeof(err)) < 0)
+		return;
+	/* Bits 0-2 picked the rank above; 3-4 the layout, 5-6 the same, a smaller or larger world.
+	 */
+	world = (pick & 0x20) ? m.world - m.world / 4 : m.world;
+	world += (pick & 0x40) ? m.world / 2 : 0;
+	if (phx_layout_parse(specs[(pick >> 3) & 3], &now, err, sizeof(err)) == 0 &&
+	    phx_layout_resolve(&now, world, err, sizeof(err)) == 0) {
+		for (unsigned long r = 0; r < world && r < 64; r++) {
+			unsigned long src = ULONG_MAX, c[PHX_DIM_COUNT];
+
+			err[0] = '\0';
+			if (phx_ckpt_source_rank(&m, &now, world, r, &src, err, sizeof(err)) < 0) {
+				phx_fuzz_check(err[0], "a refused restore without a reason");
+				continue;
+			}
+			phx_fuzz_check(src < m.world, "a source rank outside the manifest");
+			phx_layout_coords(&now, r, c);
+			phx_fuzz_check(!m.shards[0].state ||
+					       m.shards[src].coord[PHX_DIM_PP] == c[PHX_DIM_PP],
+				       "another pipeline stage's shard");
+		}
+	}
+	phx_manifest_free(&m);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -82,6 +133,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		phx_fuzz_check(rc != -1 || err[0], "a refused manifest without a reason");
 		phx_fuzz_check(rc != 0 || e.rank == (unsigned long)(data[0] % 8),
 			       "wrong rank found");
+		if (rc == 0)
+			sources(text, data[0]);
 	}
 	free(text);
 	return 0;

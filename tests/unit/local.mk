@@ -35,6 +35,7 @@ UNIT_TESTS = \
 	tests/unit/test_launch_heartbeat \
 	tests/unit/test_preflight \
 	tests/unit/test_ckpt_plan \
+	tests/unit/test_ckpt_source \
 	tests/unit/test_digest \
 	tests/unit/test_digest_file \
 	tests/unit/test_libphalanx_ckpt \
@@ -113,6 +114,8 @@ tests_unit_test_preflight_SOURCES = tests/unit/test_preflight.c
 tests_unit_test_preflight_LDADD = $(PHX_HEALTH_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_ckpt_plan_SOURCES = tests/unit/test_ckpt_plan.c
 tests_unit_test_ckpt_plan_LDADD = $(PHX_NODE_LIBS) $(PHX_UNIT_LDADD)
+tests_unit_test_ckpt_source_SOURCES = tests/unit/test_ckpt_source.c
+tests_unit_test_ckpt_source_LDADD = $(PHX_NODE_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_digest_SOURCES = tests/unit/test_digest.c
 tests_unit_test_digest_LDADD = $(PHX_PROTO_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_digest_file_SOURCES = tests/unit/test_digest_file.c tests/unit/scratch.c

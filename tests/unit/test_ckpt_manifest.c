@@ -140,7 +140,7 @@ static void test_strict_errors(void **state)
 		{ "", "ends early" },
 		{ "[]", "expected a JSON object" },
 		{ "{\"format\":\"x\"}", "\"format\" is \"x\"" },
-		{ "{\"format\":\"phalanx-manifest\",\"version\":2}", "version 2 is not supported" },
+		{ "{\"format\":\"phalanx-manifest\",\"version\":3}", "version 3 is not supported" },
 		{ "{\"format\":\"phalanx-manifest\",\"version\":1,\"extra\":1}",
 		  "unknown key \"extra\"" },
 		{ "{\"format\":\"phalanx-manifest\",\"version\":1}", "missing \"job\"" },
@@ -191,6 +191,58 @@ static void test_strict_errors(void **state)
 	}
 }
 
+/* Version 2: every shard's coordinates and kind survive the text; a broken one is refused. */
+static void test_coords(void **state)
+{
+	static const struct {
+		const char *from, *to, *needle;
+	} bad[] = {
+		{ ",\"state\":\"replicated\"", "", "come together" },
+		{ "\"replicated\"", "\"mirrored\"", "not \"replicated\" or \"sharded\"" },
+		{ "[0,0,0,1,0]", "[0,0,0,1]", "must list tp, cp, ep, dp and pp" },
+		{ "[0,0,0,1,0]", "[0,0,0,1,-1]", "not an integer" },
+		{ "[0,0,0,1,0]", "[0,0,0,1,\"0\"]", "not an integer" },
+		{ "\"version\":2", "\"version\":1", "need manifest version 2" },
+	};
+	const uint32_t c1[PHX_MANIFEST_DIMS] = { 0, 0, 0, 1, 0 };
+	struct phx_manifest m, back;
+	char err[256], *text, edit[4096];
+
+	(void)state;
+	build(&m, 2);
+	assert_int_equal(phx_manifest_shard_place(&m.shards[0], (uint32_t[5]){ 0 },
+						  PHX_STATE_SHARDED, err, sizeof(err)),
+			 0);
+	/* Coordinates for some ranks only are not a manifest a restore can map. */
+	assert_null(phx_manifest_to_json(&m, err, sizeof(err)));
+	assert_non_null(strstr(err, "rank 1 lacks coordinates"));
+	assert_int_equal(
+		phx_manifest_shard_place(&m.shards[1], c1, PHX_STATE_REPLICATED, err, sizeof(err)),
+		0);
+	text = phx_manifest_to_json(&m, err, sizeof(err));
+	assert_non_null(text);
+	assert_int_equal(phx_manifest_parse(text, strlen(text), &back, err, sizeof(err)), 0);
+	assert_int_equal(back.version, 2);
+	assert_int_equal(back.shards[0].state, PHX_STATE_SHARDED);
+	assert_int_equal(back.shards[1].state, PHX_STATE_REPLICATED);
+	assert_memory_equal(back.shards[1].coord, c1, sizeof(c1));
+	phx_manifest_free(&back);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *at = strstr(text, bad[i].from);
+
+		assert_non_null(at);
+		snprintf(edit, sizeof(edit), "%.*s%s%s", (int)(at - text), text, bad[i].to,
+			 at + strlen(bad[i].from));
+		err[0] = '\0';
+		assert_int_equal(phx_manifest_parse(edit, strlen(edit), &back, err, sizeof(err)),
+				 -1);
+		if (!strstr(err, bad[i].needle))
+			fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].needle);
+	}
+	free(text);
+	phx_manifest_free(&m);
+}
+
 static void test_file_round_trip(void **state)
 {
 	struct phx_manifest m, back;
@@ -215,11 +267,9 @@ static void test_file_round_trip(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_round_trip),
-		cmocka_unit_test(test_incomplete_not_written),
-		cmocka_unit_test(test_digest_checks),
-		cmocka_unit_test(test_strict_errors),
-		cmocka_unit_test(test_file_round_trip),
+		cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_incomplete_not_written),
+		cmocka_unit_test(test_digest_checks), cmocka_unit_test(test_strict_errors),
+		cmocka_unit_test(test_coords),	      cmocka_unit_test(test_file_round_trip),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

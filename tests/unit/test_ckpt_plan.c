@@ -279,13 +279,19 @@ static void test_digests(void **state)
 	(void)state;
 	s[0].digest[0] = 0xab;
 	s[1].digest[15] = 0x01;
+	s[1].sharded = true;
 	phx_ckpt_digests_format(30, s, 2, PHX_DIGEST_XXH3, buf, sizeof(buf));
-	assert_string_equal(buf, "d 30 6:9536:ab000000000000000000000000000000,"
-				 "7:0:00000000000000000000000000000001");
+	assert_string_equal(buf, "d 30 6:9536:ab000000000000000000000000000000:r,"
+				 "7:0:00000000000000000000000000000001:s");
 	assert_int_equal(phx_ckpt_digests_parse(buf, PHX_DIGEST_XXH3, &step, back, 4, &n), 0);
 	assert_int_equal(step, 30);
 	assert_int_equal(n, 2);
-	assert_memory_equal(back, s, sizeof(s));
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(back[i].rank, s[i].rank);
+		assert_int_equal(back[i].bytes, s[i].bytes);
+		assert_int_equal(back[i].sharded, s[i].sharded);
+		assert_memory_equal(back[i].digest, s[i].digest, sizeof(s[i].digest));
+	}
 	/* Too many for the room, the wrong digest length, trailing junk, nothing. */
 	assert_int_equal(phx_ckpt_digests_parse(buf, PHX_DIGEST_XXH3, &step, back, 1, &n), -1);
 	assert_int_equal(phx_ckpt_digests_parse(buf, PHX_DIGEST_SHA256, &step, back, 4, &n), -1);
@@ -293,16 +299,27 @@ static void test_digests(void **state)
 	assert_int_equal(phx_ckpt_digests_parse(buf, PHX_DIGEST_XXH3, &step, back, 4, &n), -1);
 	assert_int_equal(phx_ckpt_digests_parse("d 30", PHX_DIGEST_XXH3, &step, back, 4, &n), -1);
 	assert_int_equal(phx_ckpt_digests_parse("d 30 ", PHX_DIGEST_XXH3, &step, back, 4, &n), -1);
+	/* A shard without its kind, or of another kind. */
+	assert_int_equal(phx_ckpt_digests_parse("d 30 7:0:00000000000000000000000000000001",
+						PHX_DIGEST_XXH3, &step, back, 4, &n),
+			 -1);
+	assert_int_equal(phx_ckpt_digests_parse("d 30 7:0:00000000000000000000000000000001:x",
+						PHX_DIGEST_XXH3, &step, back, 4, &n),
+			 -1);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_tiers_due),     cmocka_unit_test(test_state_round_trip),
-		cmocka_unit_test(test_state_refused), cmocka_unit_test(test_common_newest),
+		cmocka_unit_test(test_tiers_due),
+		cmocka_unit_test(test_state_round_trip),
+		cmocka_unit_test(test_state_refused),
+		cmocka_unit_test(test_common_newest),
 		cmocka_unit_test(test_published_everywhere),
-		cmocka_unit_test(test_gc_pick),	      cmocka_unit_test(test_gc_pick_aborted),
-		cmocka_unit_test(test_gen_names),     cmocka_unit_test(test_manifest),
+		cmocka_unit_test(test_gc_pick),
+		cmocka_unit_test(test_gc_pick_aborted),
+		cmocka_unit_test(test_gen_names),
+		cmocka_unit_test(test_manifest),
 		cmocka_unit_test(test_digests),
 	};
 

@@ -39,6 +39,7 @@ struct agent {
 	unsigned statuses; /* STATUS requests */
 	unsigned busy_statuses; /* answer this many with -PHX_EBUSY first */
 	int status_then; /* then this */
+	uint32_t begin_flags; /* the last BEGIN's */
 };
 
 static void reply(int fd, struct phx_ckpt_msg *m, int pass)
@@ -83,6 +84,8 @@ static void *serve(void *arg)
 			break;
 		case PHX_CKPT_BEGIN:
 			ag->begins++;
+			ag->begin_flags = m.flags;
+			m.flags = 0; /* as the agent answers: flags are a request's */
 			if (ag->begin_status) {
 				m.status = ag->begin_status;
 				ag->begin_status = 0;
@@ -249,6 +252,36 @@ static void test_save_wait(void **state)
 	assert_string_equal(phx_strerror(-PHX_ETIMEDOUT), "not done within the time given");
 }
 
+/* The save's kind goes with BEGIN, and only there; a reply carries none. */
+static void test_save_kind(void **state)
+{
+	struct phx_ckpt_msg m;
+	void *buf;
+
+	(void)state;
+	assert_int_equal(phx_save_begin_kind(60, 64, PHX_SAVE_SHARDED, &buf), 0);
+	assert_int_equal(ag.begin_flags, PHX_CKPT_SHARDED);
+	assert_int_equal(phx_save_commit(), 0);
+	assert_int_equal(phx_save_begin(61, 64, &buf), 0);
+	assert_int_equal(ag.begin_flags, 0);
+	assert_int_equal(phx_save_commit(), 0);
+	assert_int_equal(phx_save_begin_kind(62, 64, (enum phx_save_kind)7, &buf), -PHX_EINVAL);
+	phx_ckpt_msg_init(&m, PHX_CKPT_BEGIN);
+	m.flags = PHX_CKPT_SHARDED;
+	assert_int_equal(phx_ckpt_msg_check(&m, sizeof(m), 0), 0);
+	m.flags = 0x2;
+	assert_int_equal(phx_ckpt_msg_check(&m, sizeof(m), 0), -1);
+	m.flags = PHX_CKPT_SHARDED;
+	m.type |= PHX_CKPT_REPLY;
+	assert_int_equal(phx_ckpt_msg_check(&m, sizeof(m), 1), -1);
+	phx_ckpt_msg_init(&m, PHX_CKPT_COMMIT);
+	m.flags = PHX_CKPT_SHARDED;
+	assert_int_equal(phx_ckpt_msg_check(&m, sizeof(m), 0), -1);
+	assert_string_equal(phx_strerror(-PHX_ELAYOUT),
+			    "the checkpoint was saved with another layout and cannot be restored "
+			    "onto this one; the launcher's log says why");
+}
+
 static void test_garbage(void **state)
 {
 	void *buf;
@@ -263,9 +296,8 @@ static void test_garbage(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_should_save),
-		cmocka_unit_test(test_save_restore),
-		cmocka_unit_test(test_save_wait),
+		cmocka_unit_test(test_should_save), cmocka_unit_test(test_save_restore),
+		cmocka_unit_test(test_save_wait),   cmocka_unit_test(test_save_kind),
 		cmocka_unit_test(test_garbage),
 	};
 

@@ -22,7 +22,7 @@ import time
 
 __all__ = ["Phalanx", "PhalanxError", "load_library"]
 
-OK, EINVAL, ENOMEM, EIO, ENOENT, EAUTH, ESTATE, ENOAGENT, EBUSY, ETIMEDOUT = range(10)
+OK, EINVAL, ENOMEM, EIO, ENOENT, EAUTH, ESTATE, ENOAGENT, EBUSY, ETIMEDOUT, ELAYOUT = range(11)
 
 
 class PhalanxError(OSError):
@@ -75,6 +75,8 @@ def load_library():
         "phx_should_save": ([ctypes.c_long], ctypes.c_int),
         "phx_save_begin": ([ctypes.c_long, ctypes.c_size_t,
                             ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int),
+        "phx_save_begin_kind": ([ctypes.c_long, ctypes.c_size_t, ctypes.c_int,
+                                 ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int),
         "phx_save_commit": ([], ctypes.c_int),
         "phx_save_wait": ([ctypes.c_long, ctypes.c_int], ctypes.c_int),
         "phx_restore": ([c_long_p, ctypes.POINTER(ctypes.c_void_p),
@@ -123,18 +125,23 @@ class Phalanx:
             raise PhalanxError(rc, "phx_should_save")
         return rc == 1
 
-    def begin(self, step, nbytes, wait=False, timeout=None):
+    def begin(self, step, nbytes, wait=False, timeout=None, sharded=False):
         """A writable memoryview of nbytes in the agent's memory; then commit().
 
         When every staging buffer is still being persisted (EBUSY), wait=True
         retries until one is free, at most timeout seconds (None: no limit);
         PhalanxError(EBUSY) after that, or at once without wait.
+        sharded=True says the bytes are this data-parallel rank's part only
+        (FSDP, ZeRO), not the same on every dp rank (DDP): a restore after
+        --elastic changed dp then refuses them instead of taking another
+        dp rank's.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = 0.005
         ptr = ctypes.c_void_p()
         while True:
-            rc = self._lib.phx_save_begin(step, nbytes, ctypes.byref(ptr))
+            rc = self._lib.phx_save_begin_kind(step, nbytes, 1 if sharded else 0,
+                                               ctypes.byref(ptr))
             if rc != -EBUSY or not wait or \
                     (deadline is not None and time.monotonic() >= deadline):
                 break
@@ -149,10 +156,10 @@ class Phalanx:
         if rc:
             raise PhalanxError(rc, "phx_save_commit")
 
-    def save_bytes(self, step, data):
-        """Saves a bytes-like object as this rank's shard of step."""
+    def save_bytes(self, step, data, sharded=False):
+        """Saves a bytes-like object as this rank's shard of step (begin()'s sharded)."""
         src = memoryview(data).cast("B")
-        dst = self.begin(step, src.nbytes)
+        dst = self.begin(step, src.nbytes, sharded=sharded)
         dst[:] = src
         del dst
         self.commit()
@@ -173,6 +180,8 @@ class Phalanx:
         """(step, read-only memoryview) of the newest committed generation, or None.
 
         The view is valid until the next commit(), restore() or finalize().
+        PhalanxError with status ELAYOUT when the newest generation cannot be
+        restored onto this job's layout (the launcher's log says why).
         """
         step = ctypes.c_long()
         ptr = ctypes.c_void_p()

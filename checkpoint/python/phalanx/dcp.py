@@ -235,8 +235,9 @@ class StorageWriter(_StorageWriter):
 
     def _commit(self, items, offset, meta):
         total = offset + len(meta)
+        # DCP keeps one copy of replicated items: every rank's shard is its own part.
         view = self.phx.begin(self.step, total, wait=self.busy == "wait",
-                              timeout=self.timeout)
+                              timeout=self.timeout, sharded=True)
         try:
             view[:HEAD.size] = HEAD.pack(MAGIC, VERSION, 0, offset if meta else 0, len(meta))
             for it in items:

@@ -237,9 +237,26 @@ class Saved:
         return bool(self) and self.phx.save_wait(self.step, timeout)
 
 
-def save(phx, step, state, digest=None, busy="skip", timeout=None):
+def _holds_shards(obj):
+    """True when obj holds a DTensor sharded along some mesh dimension."""
+    if _DTensor is not None and isinstance(obj, _DTensor):
+        return any(p.is_shard() for p in obj.placements)
+    if isinstance(obj, dict):
+        return any(_holds_shards(v) for v in obj.values())
+    if type(obj) in (list, tuple):
+        return any(_holds_shards(v) for v in obj)
+    return False
+
+
+def save(phx, step, state, digest=None, busy="skip", timeout=None, sharded=None):
     """Saves state (nested dicts/lists of tensors and plain values, anything
     else pickled without its tensors) as step; returns a Saved.
+
+    sharded: whether the state is this data-parallel rank's part only
+    (FSDP, ZeRO) rather than the same on every dp rank (DDP); None (the
+    default) says True when the state holds a sharded DTensor. A restore
+    after --elastic changed dp takes a replicated state from any dp rank of
+    the same pipeline stage and tensor slice, and refuses a sharded one.
 
     busy: when the agent is still persisting earlier saves into every
     staging buffer (EBUSY), "skip" (the default) skips this save: train on
@@ -251,7 +268,8 @@ def save(phx, step, state, digest=None, busy="skip", timeout=None):
         raise ValueError(f"phalanx: busy={busy!r}: use \"skip\" or \"wait\"")
     head, data_off, tensors, total = encode_index(state)
     try:
-        view = phx.begin(step, total, wait=busy == "wait", timeout=timeout)
+        view = phx.begin(step, total, wait=busy == "wait", timeout=timeout,
+                         sharded=_holds_shards(state) if sharded is None else sharded)
     except PhalanxError as e:
         if e.status == EBUSY:
             return Saved(phx, None)
