@@ -634,6 +634,47 @@ static void announce(struct phx_ckpt *c, const struct ck_gen *g, char *buf, size
 	free(s);
 }
 
+/* Rounds while a save is on its way to every node's tiers; half a minute at most. */
+#define CKPT_ROUND_NS (100ull * 1000000ull)
+#define CKPT_FAST_FOR_NS (30ull * 1000000000ull)
+
+/* Generation g, staged by every local worker, is not yet where its due tiers say it is durable. */
+static bool on_its_way(const struct phx_ckpt *c, const struct ck_gen *g)
+{
+	bool disk = false;
+
+	if (g->jobs_left)
+		return true;
+	for (int t = PHX_TIER_LOCAL; t < PHX_TIER_COUNT; t++) {
+		if (!(g->due & (1u << t)) || g->failed[t])
+			continue;
+		disk = true;
+		if (g->step > c->published_all[t])
+			return true;
+	}
+	return !disk && g->step > c->committed[PHX_TIER_MEMORY];
+}
+
+unsigned long long phx_agent_ckpt_round_gap(const struct phx_agent *a,
+					    unsigned long long sync_ns)
+{
+	const struct phx_ckpt *c = a->ckpt;
+	uint64_t now = phx_now_ns(CLOCK_MONOTONIC);
+
+	if (!c || sync_ns <= CKPT_ROUND_NS)
+		return sync_ns;
+	if (c->publishing)
+		return CKPT_ROUND_NS;
+	for (int i = 0; i < CK_GENS; i++) {
+		const struct ck_gen *g = &c->gen[i];
+
+		if (g->used && g->nstaged == c->nproc && now - g->staged_ns < CKPT_FAST_FOR_NS &&
+		    on_its_way(c, g))
+			return CKPT_ROUND_NS;
+	}
+	return sync_ns;
+}
+
 void phx_agent_ckpt_round_value(struct phx_agent *a, char *buf, size_t len)
 {
 	struct phx_ckpt *c = a->ckpt;

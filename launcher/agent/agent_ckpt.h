@@ -21,6 +21,14 @@ void phx_agent_ckpt_fini(struct phx_agent *a);
 void phx_agent_ckpt_round_value(struct phx_agent *a, char *buf, size_t len);
 /* Takes the "|STATE" off every agent's report (values) and commits what all hold. */
 void phx_agent_ckpt_round_result(struct phx_agent *a, char **values);
+/*
+ * Nanoseconds until the next agreement round: sync_ns, or less while a
+ * generation staged here in the last half minute is not yet durable on
+ * every node (its commit and publication each take a round; every agent
+ * sees the same save, so all speed up together).
+ */
+unsigned long long phx_agent_ckpt_round_gap(const struct phx_agent *a,
+					    unsigned long long sync_ns);
 /* Every worker finished: persist what is staged and commit it with the others (blocks). */
 void phx_agent_ckpt_finish(struct phx_agent *a);
 /* The workers were stopped for an in-job restart: drop what they left half done. */

@@ -550,7 +550,7 @@ int phx_agent_supervise(struct phx_agent *a)
 			if (evidence)
 				phx_agent_evidence(a, evidence);
 			rc = decide(a, values, reports);
-			next = phx_now_ns(CLOCK_MONOTONIC) + sync_ns;
+			next = phx_now_ns(CLOCK_MONOTONIC) + phx_agent_ckpt_round_gap(a, sync_ns);
 			continue;
 		}
 		/* News goes out at once; the others join at their next tick. */

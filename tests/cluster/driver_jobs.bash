@@ -36,6 +36,24 @@ driver_script()
 	echo 'rc=$?; echo "driver exit $rc"; exit $rc'
 }
 
+# every_tier_conf FILE LOCAL_DIR SHARED_DIR: the lab's phalanx.yaml with a
+# save every 10 steps into every tier, 3 kept, into FILE; more YAML on
+# stdin is appended (other sections).
+every_tier_conf()
+{
+	cp "$(dirname "$SLURM_CONF")/phalanx.yaml" "$1"
+	cat >>"$1"
+	cat >>"$1" <<-YAML
+		checkpoint:
+		  keep: 3
+		  interval: 10
+		  local_dir: "$2"
+		  local_every: 1
+		  shared_dir: "$3"
+		  shared_every: 1
+	YAML
+}
+
 # sbatch_driver NODES SCRIPT: submits it; sets JOB and OUT. --no-kill: a
 # node failure must not end the job, the driver handles it. SBATCH_EXTRA:
 # more sbatch options.

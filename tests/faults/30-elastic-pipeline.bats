@@ -63,16 +63,8 @@ submit_pipeline()
 	shift
 	mkdir -p "$dir"
 	conf=$dir/phalanx.yaml
-	cp "$(dirname "$SLURM_CONF")/phalanx.yaml" "$conf"
-	cat >>"$conf" <<-YAML
-		checkpoint:
-		  keep: 3
-		  interval: 10
-		  local_dir: "$LAB_DIR/nodetmp/$(basename "$SCRATCH").$(basename "$dir")/%n"
-		  local_every: 1
-		  shared_dir: "$dir/shared"
-		  shared_every: 1
-	YAML
+	every_tier_conf "$conf" "$LAB_DIR/nodetmp/$(basename "$SCRATCH").$(basename "$dir")/%n" \
+		"$dir/shared" </dev/null
 	driver_script --config "$conf" --elastic --nproc-per-node 2 --layout 'pp=2,dp=*' -- \
 		/usr/bin/python3 "$TRAIN" --steps "$STEPS" --step-sleep 0.05 "$@" >"$dir/job.sh"
 	BATS_TEST_TMPDIR=$dir sbatch_driver 4 "$dir/job.sh"

@@ -71,19 +71,11 @@ submit_train()
 	shift
 	mkdir -p "$dir"
 	CONF=$dir/phalanx.yaml
-	cp "$(dirname "$SLURM_CONF")/phalanx.yaml" "$CONF"
 	# Every tier every time: the spare restores the newest generation from
 	# the shared one (the lab's nodes share this file system).
-	cat >>"$CONF" <<-YAML
+	every_tier_conf "$CONF" "$LAB_DIR/nodetmp/$RUN/%n" "$dir/shared" <<-YAML
 		ckptd:
 		  address: "$CKPTD_ADDR"
-		checkpoint:
-		  keep: 3
-		  interval: 10
-		  local_dir: "$LAB_DIR/nodetmp/$RUN/%n"
-		  local_every: 1
-		  shared_dir: "$dir/shared"
-		  shared_every: 1
 	YAML
 	driver_script --config "$CONF" --spares 1 --nproc-per-node 2 "$@" -- \
 		/usr/bin/python3 "$TRAIN" --phalanx --weights-digest --steps "$STEPS" \

@@ -289,11 +289,11 @@ class _FileShard:
             raise FormatError(f"phalanx: {path} holds {size} bytes, its manifest says "
                               f"{nbytes}; run phalanx ckpt verify")
 
-    def read(self, offset, nbytes):
+    def read(self, offset, nbytes, into=None):
+        """nbytes at offset, into a writable buffer of that size or a new one."""
         if offset + nbytes > self.nbytes:
             raise FormatError(f"phalanx: a DCP item lies outside {self.path}")
-        buf = bytearray(nbytes)
-        view, done = memoryview(buf), 0
+        view, done = memoryview(bytearray(nbytes) if into is None else into).cast("B"), 0
         while done < nbytes:
             n = os.preadv(self.fd, [view[done:]], offset + done)
             if n <= 0:
@@ -443,8 +443,10 @@ class StorageReader(_StorageReader):
         if self.path is None:
             got = self._exchange(spans)
         else:
-            got = [self._file(rank).read(offset, nbytes) for rank, offset, nbytes, _, _ in spans]
+            got = [self._read_file(req, planner, span) for req, span in zip(plan.items, spans)]
         for req, (_, _, nbytes, dtype, shape), raw in zip(plan.items, spans, got):
+            if raw is None:  # read into its place already
+                continue
             if req.type == LoadItemType.BYTE_IO:
                 planner.load_bytes(req, io.BytesIO(bytes(raw)))
                 continue
@@ -458,6 +460,27 @@ class StorageReader(_StorageReader):
             dst.copy_(src)
             planner.commit_tensor(req, dst)
         return _done(None)
+
+    def _read_file(self, req, planner, span):
+        """The span's bytes from its shard file; None when they went straight
+        into the tensor the plan loads (a whole stored item into contiguous
+        memory: resharding along dim 0, as FSDP's is), without a copy more."""
+        rank, offset, nbytes, dtype, shape = span
+        if req.type != LoadItemType.BYTE_IO and nbytes and \
+                not any(req.storage_offsets) and list(req.lengths) == list(shape):
+            dst = planner.resolve_tensor(req).detach()
+            into = None
+            if dst.device.type == "cpu" and dst.is_contiguous() and dst.dim() and \
+                    list(dst.size()) == list(shape) and dst.dtype == _dtype(dtype):
+                try:
+                    into = dst.view(torch.uint8).numpy()
+                except (RuntimeError, TypeError):  # no numpy, a dtype it lacks
+                    pass
+            if into is not None and into.nbytes == nbytes:
+                self._file(rank).read(offset, nbytes, into=into)
+                planner.commit_tensor(req, dst)
+                return None
+        return self._file(rank).read(offset, nbytes)
 
     def _where(self, req):
         where = self.metadata.storage_data.get(req.storage_index)
