@@ -83,6 +83,23 @@ int phx_save_begin_kind(long step, size_t bytes, enum phx_save_kind kind, void *
 /* Hands the open save to the agent. 0 or a negated error. */
 int phx_save_commit(void);
 /*
+ * Page-locking of the agent's staging buffers by a device runtime, so that
+ * a device-to-host copy into them is one DMA at full bandwidth (pageable
+ * memory makes the driver stage every copy through a bounce buffer).
+ * phalanx.pytorch passes CUDA's cudaHostRegister and cudaHostUnregister
+ * once a state holds CUDA tensors. pin is called once for every staging
+ * buffer the library maps for saves (those mapped already, and each new
+ * one: the buffers are reused across saves, so they are pinned once, not
+ * per save); it returns 0 when the buffer is pinned, else the buffer is
+ * used as it is. unpin is called before the library unmaps a buffer pin
+ * pinned, and for each of them when the pinning is replaced or turned off
+ * (pin NULL). Both run with the library's lock held: they must not call
+ * phx_* functions. 0, or -PHX_EINVAL (unpin NULL with pin set).
+ */
+typedef int (*phx_pin_fn)(void *addr, size_t bytes, void *arg);
+typedef void (*phx_unpin_fn)(void *addr, void *arg);
+int phx_set_pinning(phx_pin_fn pin, phx_unpin_fn unpin, void *arg);
+/*
  * Waits until the job's state as of step `step` is durable: a generation
  * of that step or a later one is committed on every node and published in
  * the most durable tier the job writes (a node-local or shared directory;

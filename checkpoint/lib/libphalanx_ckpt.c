@@ -11,6 +11,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -32,6 +33,7 @@ struct map {
 	void *p;
 	size_t len;
 	unsigned long used; /* LRU clock */
+	bool pinned; /* by pin_fn */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -44,6 +46,32 @@ static struct map *open_save; /* between begin and commit */
 static long open_step;
 static void *restore_p;
 static size_t restore_len;
+/* phx_set_pinning()'s runtime hooks; NULL: the buffers stay pageable. */
+static phx_pin_fn pin_fn;
+static phx_unpin_fn unpin_fn;
+static void *pin_arg;
+
+static void map_pin(struct map *m)
+{
+	m->pinned = pin_fn && pin_fn(m->p, m->len, pin_arg) == 0;
+}
+
+static void map_unpin(struct map *m)
+{
+	if (m->pinned)
+		unpin_fn(m->p, pin_arg);
+	m->pinned = false;
+}
+
+/* Unpinned first: a runtime must not keep pages it pinned that are unmapped. */
+static void map_drop(struct map *m)
+{
+	if (!m->p)
+		return;
+	map_unpin(m);
+	munmap(m->p, m->len);
+	memset(m, 0, sizeof(*m));
+}
 
 static void drop_restore(void)
 {
@@ -58,11 +86,8 @@ static void disconnect(void)
 	if (sock >= 0)
 		close(sock);
 	sock = -1;
-	for (int i = 0; i < MAPS; i++) {
-		if (maps[i].p)
-			munmap(maps[i].p, maps[i].len);
-		memset(&maps[i], 0, sizeof(maps[i]));
-	}
+	for (int i = 0; i < MAPS; i++)
+		map_drop(&maps[i]);
 	open_save = NULL;
 	drop_restore();
 }
@@ -220,12 +245,30 @@ static struct map *map_new(uint64_t id, int fd, size_t len)
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-	if (victim->p)
-		munmap(victim->p, victim->len);
+	map_drop(victim);
 	victim->id = id;
 	victim->p = p;
 	victim->len = len;
+	map_pin(victim);
 	return victim;
+}
+
+int phx_set_pinning(phx_pin_fn pin, phx_unpin_fn unpin, void *arg)
+{
+	if (pin && !unpin)
+		return -PHX_EINVAL;
+	pthread_mutex_lock(&mu);
+	for (int i = 0; i < MAPS; i++)
+		map_unpin(&maps[i]);
+	pin_fn = pin;
+	unpin_fn = unpin;
+	pin_arg = arg;
+	for (int i = 0; i < MAPS; i++) {
+		if (maps[i].p)
+			map_pin(&maps[i]);
+	}
+	pthread_mutex_unlock(&mu);
+	return 0;
 }
 
 int phx_save_begin(long step, size_t bytes, void **buf)

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -282,6 +283,106 @@ static void test_save_kind(void **state)
 			    "onto this one; the launcher's log says why");
 }
 
+/* A device runtime's page-locking, as a fake: what is pinned now, and every call. */
+static struct {
+	void *addr[8];
+	size_t len[8];
+	unsigned n, pins, unpins;
+	int refuse; /* answer pins with an error */
+} pinned;
+
+static int fake_pin(void *addr, size_t len, void *arg)
+{
+	assert_ptr_equal(arg, &pinned);
+	pinned.pins++;
+	if (pinned.refuse)
+		return 1;
+	for (unsigned i = 0; i < pinned.n; i++)
+		assert_ptr_not_equal(pinned.addr[i], addr); /* never twice */
+	assert_true(pinned.n < 8);
+	pinned.addr[pinned.n] = addr;
+	pinned.len[pinned.n++] = len;
+	return 0;
+}
+
+static void fake_unpin(void *addr, void *arg)
+{
+	unsigned i = 0;
+
+	assert_ptr_equal(arg, &pinned);
+	pinned.unpins++;
+	while (i < pinned.n && pinned.addr[i] != addr)
+		i++;
+	assert_true(i < pinned.n); /* only what it pinned */
+	/* Still mapped when it is unpinned: the first byte reads. */
+	assert_int_equal(*(volatile unsigned char *)addr, *(volatile unsigned char *)addr);
+	pinned.addr[i] = pinned.addr[--pinned.n];
+	pinned.len[i] = pinned.len[pinned.n];
+}
+
+static bool is_pinned(const void *addr)
+{
+	for (unsigned i = 0; i < pinned.n; i++) {
+		if (pinned.addr[i] == addr)
+			return true;
+	}
+	return false;
+}
+
+/* Each staging buffer is pinned once, reused pinned, unpinned before it is unmapped. */
+static void test_pinning(void **state)
+{
+	unsigned held, pins, unpins;
+	void *buf, *first;
+
+	(void)state;
+	assert_int_equal(phx_set_pinning(fake_pin, NULL, NULL), -PHX_EINVAL);
+	/* The buffers mapped already are pinned at once. */
+	assert_int_equal(phx_save_begin(70, 64, &first), 0);
+	assert_int_equal(phx_save_commit(), 0);
+	assert_int_equal(phx_set_pinning(fake_pin, fake_unpin, &pinned), 0);
+	assert_true(is_pinned(first));
+	held = pinned.n;
+	/* Saves into it again: no pin more. */
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(phx_save_begin(71 + i, 64, &buf), 0);
+		assert_ptr_equal(buf, first);
+		assert_int_equal(phx_save_commit(), 0);
+	}
+	assert_int_equal(pinned.pins, held);
+	/* A larger save: the agent's new buffer is pinned when mapped (and one it replaces
+	 * unpinned). */
+	assert_int_equal(phx_save_begin(80, (size_t)4 << 20, &buf), 0);
+	assert_int_equal(phx_save_commit(), 0);
+	assert_int_equal(pinned.pins, held + 1);
+	assert_true(is_pinned(buf));
+	assert_int_equal(pinned.n + pinned.unpins, held + 1);
+	/* A runtime that refuses: the buffer is used unpinned, and never unpinned. */
+	pinned.refuse = 1;
+	pins = pinned.pins;
+	assert_int_equal(phx_save_begin(81, (size_t)8 << 20, &buf), 0);
+	memset(buf, 1, 64);
+	assert_int_equal(phx_save_commit(), 0);
+	assert_int_equal(pinned.pins, pins + 1);
+	assert_false(is_pinned(buf));
+	pinned.refuse = 0;
+	/* Off: everything pinned is unpinned, still mapped. */
+	assert_int_equal(phx_set_pinning(NULL, NULL, NULL), 0);
+	assert_int_equal(pinned.n, 0);
+	/* On again; larger saves make the library let go of older buffers: unpinned first. */
+	assert_int_equal(phx_set_pinning(fake_pin, fake_unpin, &pinned), 0);
+	unpins = pinned.unpins;
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(phx_save_begin(90 + i, (size_t)(9 + i) << 20, &buf), 0);
+		assert_true(is_pinned(buf));
+		assert_int_equal(phx_save_commit(), 0);
+	}
+	assert_true(pinned.unpins >= unpins + 2);
+	assert_true(pinned.n <= 3);
+	assert_int_equal(phx_set_pinning(NULL, NULL, NULL), 0);
+	assert_int_equal(pinned.n, 0);
+}
+
 static void test_garbage(void **state)
 {
 	void *buf;
@@ -298,7 +399,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_should_save), cmocka_unit_test(test_save_restore),
 		cmocka_unit_test(test_save_wait),   cmocka_unit_test(test_save_kind),
-		cmocka_unit_test(test_garbage),
+		cmocka_unit_test(test_pinning),	    cmocka_unit_test(test_garbage),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

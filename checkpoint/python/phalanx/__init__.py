@@ -34,6 +34,9 @@ class PhalanxError(OSError):
 
 
 _lib = None
+# phx_set_pinning(3)'s hooks: int pin(void *, size_t, void *), void unpin(void *, void *).
+PIN_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+UNPIN_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
 
 
 def _candidates():
@@ -78,6 +81,7 @@ def load_library():
         "phx_save_begin_kind": ([ctypes.c_long, ctypes.c_size_t, ctypes.c_int,
                                  ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int),
         "phx_save_commit": ([], ctypes.c_int),
+        "phx_set_pinning": ([PIN_FN, UNPIN_FN, ctypes.c_void_p], ctypes.c_int),
         "phx_save_wait": ([ctypes.c_long, ctypes.c_int], ctypes.c_int),
         "phx_restore": ([c_long_p, ctypes.POINTER(ctypes.c_void_p),
                          ctypes.POINTER(ctypes.c_size_t)], ctypes.c_int),
@@ -150,6 +154,30 @@ class Phalanx:
         if rc:
             raise PhalanxError(rc, "phx_save_begin")
         return _view(ptr.value, nbytes, False)
+
+    def set_pinning(self, pin, unpin):
+        """Page-locks the agent's staging buffers through pin(addr, nbytes) -> bool
+        and unpin(addr) (phx_set_pinning(3)); None and None turn it off. Each
+        buffer is pinned once, when mapped, and unpinned before it is unmapped."""
+        def pin_hook(addr, nbytes, arg):
+            try:
+                return 0 if pin(addr, nbytes) else 1
+            except Exception:  # the buffer stays pageable
+                return 1
+
+        def unpin_hook(addr, arg):
+            try:
+                unpin(addr)
+            except Exception:
+                pass
+
+        hooks = (PIN_FN(), UNPIN_FN()) if pin is None else \
+            (PIN_FN(pin_hook), UNPIN_FN(unpin_hook))
+        rc = self._lib.phx_set_pinning(hooks[0], hooks[1], None)
+        if rc:
+            raise PhalanxError(rc, "phx_set_pinning")
+        # The library calls them for as long as they are set: keep them alive.
+        type(self)._pin_hooks = hooks
 
     def commit(self):
         rc = self._lib.phx_save_commit()

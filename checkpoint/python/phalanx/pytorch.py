@@ -203,12 +203,45 @@ def _write(view, head, data_off, tensors, total):
     """The shard into view (a writable buffer of total bytes)."""
     view[:len(head)] = head
     dst = torch.frombuffer(view, dtype=torch.uint8) if total else None
+    devices = set()
     for t, off in tensors:
         n = t.numel() * t.element_size()
         if n == 0:
             continue
         out = dst[data_off + off:data_off + off + n].view(t.dtype).view(t.shape)
-        out.copy_(t.detach())
+        # Device tensors: every copy queued at once, one wait per device for all.
+        if t.is_cuda:
+            devices.add(t.device)
+        out.copy_(t.detach(), non_blocking=t.is_cuda)
+    for d in devices:
+        torch.cuda.synchronize(d)
+
+
+_pinning = None  # the device the agent's buffers were pinned for
+
+
+def _pin_for_cuda(phx, tensors):
+    """Page-locks the agent's staging buffers for CUDA (phx_set_pinning(3)) the
+    first time a state holds CUDA tensors, so their copies run at the DMA's
+    speed. Registered portable, under the device the training uses now: a
+    later save from another thread (whose current device is 0) creates no
+    context on another GPU."""
+    global _pinning
+    if _pinning is not None or not any(t.is_cuda for t, _ in tensors):
+        return
+    rt, device = torch.cuda.cudart(), torch.cuda.current_device()
+    portable = 1  # cudaHostRegisterPortable
+
+    def pin(addr, nbytes):
+        with torch.cuda.device(device):
+            return rt.cudaHostRegister(addr, nbytes, portable) == rt.cudaError.success
+
+    def unpin(addr):
+        with torch.cuda.device(device):
+            rt.cudaHostUnregister(addr)
+
+    phx.set_pinning(pin, unpin)
+    _pinning = device
 
 
 def encode(state):
@@ -267,6 +300,7 @@ def save(phx, step, state, digest=None, busy="skip", timeout=None, sharded=None)
     if busy not in ("skip", "wait"):
         raise ValueError(f"phalanx: busy={busy!r}: use \"skip\" or \"wait\"")
     head, data_off, tensors, total = encode_index(state)
+    _pin_for_cuda(phx, tensors)
     try:
         view = phx.begin(step, total, wait=busy == "wait", timeout=timeout,
                          sharded=_holds_shards(state) if sharded is None else sharded)
