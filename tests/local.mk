@@ -18,7 +18,7 @@ tests_gpu_worker_env_SOURCES = tests/gpu/worker_env.c
 tests_gpu_worker_env_LDADD = $(PHX_LAUNCH_LIBS) common/libphxcommon.la $(SLURM_LIBS) $(JSONC_LIBS) $(CRYPTO_LIBS) -lpthread
 # Folders that also hold build output are listed file by file: 'make dist'
 # would copy the build tree's objects along with a whole folder.
-EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/gpu/set_device.py \
+EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/gpu/set_device.py tests/gpu/pinned_save.py \
 	tests/layout/check tests/torchrun.py \
 	tests/stack/debian13 tests/torch_env.bash tests/security/preauth_flood.py tests/security/token_holder.py \
 	tests/security/impostor_daemon.py tests/security/slow_partner.py \
