@@ -135,8 +135,13 @@ static int restore_slot(struct phx_ckpt *c, unsigned i, long step, const struct 
 	struct phx_ckpt_entry e;
 
 	if (ck_partner_load(c, src, step, b) == 0) {
-		phx_info("rank %lu: generation %ld from the partner copy of rank %lu, verified",
-			 s->rank, step, src);
+		if (src == s->rank)
+			phx_info("rank %lu: generation %ld from its partner copy, verified",
+				 s->rank, step);
+		else
+			phx_info("rank %lu: generation %ld from the partner copy of rank %lu "
+				 "(its replica in the saved layout), verified",
+				 s->rank, step, src);
 		goto loaded;
 	}
 	if (!m || phx_ckpt_manifest_entry(m, src, &e, err, sizeof(err)) != 0)

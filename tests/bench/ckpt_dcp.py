@@ -8,7 +8,9 @@ The state dict is model-like: 32 float32 tensors of MIB/32 MiB each under
 "model" and "optim". Measured on it, in this process:
   floor     a copy of every tensor into fresh memory (what any staging pays)
   phalanx   phalanx.pytorch.save(): the copy into the agent's staging memory;
-            persistence to the tiers goes on in the agent
+            persistence to the tiers goes on in the agent (after WARMUP saves
+            not counted: the agent's buffers, reused by every later save,
+            exist by then)
   phalanx.dcp  dcp.async_save() with phalanx.dcp.StorageWriter: its stall,
             and the time until phx.save_wait() says the step is durable
   dcp       torch.distributed.checkpoint.async_save() with FileSystemWriter
@@ -59,20 +61,27 @@ def floor_copy(state):
     return took
 
 
+# Saves before the measured ones: the agent keeps a worker's staging buffers
+# (the committed one and another) and reuses them, so a training job's saves
+# after its first two copy into memory already touched; so do these.
+WARMUP = 2
+
+
 def phalanx_saves(phx, state, saves):
     stalls = []
     step = 0
-    while len(stalls) < saves:
+    while len(stalls) < saves + WARMUP:
         step += 1
         t = time.perf_counter()
         ok = pp.save(phx, step, state)
         took = time.perf_counter() - t
         if ok:
             stalls.append(took)
-            print(f"phalanx save {len(stalls)}: stall {took:.3f} s", flush=True)
+            print(f"phalanx save {len(stalls)}: stall {took:.3f} s"
+                  f"{' (warm-up)' if len(stalls) <= WARMUP else ''}", flush=True)
         # A training step between saves: the agent digests the last one meanwhile.
         time.sleep(2)
-    return stalls
+    return stalls[WARMUP:]
 
 
 def phalanx_dcp_saves(phx, state, saves):
@@ -81,7 +90,7 @@ def phalanx_dcp_saves(phx, state, saves):
     memory) and until phx.save_wait says the step is durable (in a tier)."""
     from phalanx.dcp import StorageWriter
     stalls, durable = [], []
-    for i in range(1, saves + 1):
+    for i in range(1, saves + WARMUP + 1):
         step = 1000 + i
         t = time.perf_counter()
         fut = dcp.async_save(state, storage_writer=StorageWriter(step, phx=phx))
@@ -91,10 +100,10 @@ def phalanx_dcp_saves(phx, state, saves):
         done = time.perf_counter() - t
         stalls.append(stall)
         durable.append(done)
-        print(f"phalanx.dcp async_save {i}: stall {stall:.3f} s, durable after {done:.3f} s",
-              flush=True)
+        print(f"phalanx.dcp async_save {i}: stall {stall:.3f} s, durable after {done:.3f} s"
+              f"{' (warm-up)' if i <= WARMUP else ''}", flush=True)
         time.sleep(2)
-    return stalls, durable
+    return stalls[WARMUP:], durable[WARMUP:]
 
 
 def snapshot(state):
