@@ -134,13 +134,17 @@ sha_of()
 	dcp 2 "$cf" "$BATS_TEST_TMPDIR/load" -- load
 	grep -q '^\[rank 0\] loaded step 6$' "$BATS_TEST_TMPDIR/load"
 	[ "$(sha_of "$BATS_TEST_TMPDIR/load")" = "$saved" ]
-	# One node: 2 ranks, whose plans need the 4 saved ranks' items.
+	# One node: 2 ranks (dp=2) for the 4 saved ones' dp-sharded state. The
+	# agents refuse to hand a rank another dp rank's part; DCP says where a
+	# resharding load reads from.
 	LAUNCH_OPTS="--max-restarts 0" run dcp 1 "$cf" "$BATS_TEST_TMPDIR/one" -- load
 	echo "$output" >&2
 	[ "$status" -ne 0 ]
-	grep -q "^\[rank [01]\] phalanx: this load needs the items of rank(s) \[2, 3\] of step 6, whose shards no rank of this job restored" \
+	[[ "$output" == *"saved with dp=4, this job has dp=2"* ]]
+	grep -q "^\[rank [01]\] phalanx: the agents restore each rank's own shard, and this job's layout is not the one" \
 		"$BATS_TEST_TMPDIR/one"
 	grep -q "give StorageReader the directory tier every rank can read" "$BATS_TEST_TMPDIR/one"
+	! grep -q '^\[rank [01]\] loaded step' "$BATS_TEST_TMPDIR/one"
 }
 
 @test "dcp.save without an agent fails on every rank with the reason, and does not hang" {

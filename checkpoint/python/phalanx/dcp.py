@@ -61,7 +61,7 @@ except ImportError:
                           f"PyTorch 2.x, or phalanx.pytorch's save and restore") from e
 from torch.futures import Future
 
-from . import ENOAGENT, ENOENT, Phalanx, PhalanxError
+from . import ELAYOUT, ENOAGENT, ENOENT, Phalanx, PhalanxError
 # The shard layout's alignment and dtype names are phalanx.pytorch's.
 from .pytorch import _DTYPES, _NAMES, _align
 
@@ -264,7 +264,16 @@ class _AgentShard:
     """This rank's shard as the agent restores it."""
 
     def __init__(self, phx):
-        got = phx.restore()
+        try:
+            got = phx.restore()
+        except PhalanxError as e:
+            if e.status != ELAYOUT:
+                raise
+            raise PhalanxError(-ELAYOUT, "the agents restore each rank's own shard, and "
+                               "this job's layout is not the one the newest checkpoint was "
+                               "saved with (the launcher's log says how); to load it "
+                               "resharded, give StorageReader the directory tier every rank "
+                               "can read (checkpoint.shared_dir)") from e
         if got is None:
             raise PhalanxError(-ENOENT, "no committed generation to load; start from scratch "
                                "or check the job's checkpoint.* settings")
