@@ -83,6 +83,18 @@ int phx_save_begin_kind(long step, size_t bytes, enum phx_save_kind kind, void *
 /* Hands the open save to the agent. 0 or a negated error. */
 int phx_save_commit(void);
 /*
+ * phx_save_commit() of the buffer's first `bytes` bytes only, for a save
+ * whose size is known once it is written (staged before its metadata
+ * exists); 0 commits all the bytes begun. -PHX_EINVAL, with the save still
+ * open, when bytes is more than phx_save_begin() asked for.
+ */
+int phx_save_commit_size(size_t bytes);
+/*
+ * Drops the open save, if any, without committing it (the write failed, or
+ * it needs a larger buffer): the next phx_save_begin() may follow at once.
+ */
+void phx_save_abort(void);
+/*
  * Page-locking of the agent's staging buffers by a device runtime, so that
  * a device-to-host copy into them is one DMA at full bandwidth (pageable
  * memory makes the driver stage every copy through a bounce buffer).

@@ -44,6 +44,7 @@ static long last_step = -1; /* last step phx_should_save() said yes to */
 static struct map maps[MAPS];
 static struct map *open_save; /* between begin and commit */
 static long open_step;
+static size_t open_bytes; /* what begin asked for */
 static void *restore_p;
 static size_t restore_len;
 /* phx_set_pinning()'s runtime hooks; NULL: the buffers stay pageable. */
@@ -308,6 +309,7 @@ int phx_save_begin_kind(long step, size_t bytes, enum phx_save_kind kind, void *
 	mp->used = ++clock_tick;
 	open_save = mp;
 	open_step = step;
+	open_bytes = bytes;
 	*buf = mp->p;
 	rc = 0;
 out:
@@ -319,14 +321,24 @@ out:
 
 int phx_save_commit(void)
 {
+	return phx_save_commit_size(0);
+}
+
+int phx_save_commit_size(size_t bytes)
+{
 	struct phx_ckpt_msg m;
 	int rc = -PHX_ESTATE;
 
 	pthread_mutex_lock(&mu);
 	if (!open_save || sock < 0)
 		goto out;
+	/* The save stays open: the caller may commit it with a size that fits. */
+	rc = -PHX_EINVAL;
+	if (bytes > open_bytes)
+		goto out;
 	phx_ckpt_msg_init(&m, PHX_CKPT_COMMIT);
 	m.step = (uint64_t)open_step;
+	m.bytes = bytes;
 	m.buf_id = open_save->id;
 	open_save = NULL;
 	/* The agent may reuse the restored buffer from now on. */
@@ -335,6 +347,14 @@ int phx_save_commit(void)
 out:
 	pthread_mutex_unlock(&mu);
 	return rc;
+}
+
+void phx_save_abort(void)
+{
+	pthread_mutex_lock(&mu);
+	/* The agent frees the buffer at the next begin; it stays mapped here for reuse. */
+	open_save = NULL;
+	pthread_mutex_unlock(&mu);
 }
 
 /* Milliseconds on CLOCK_MONOTONIC. */

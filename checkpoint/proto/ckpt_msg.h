@@ -10,7 +10,8 @@
  *   HELLO   worker -> agent: slot             reply: interval, status
  *   BEGIN   worker -> agent: step, bytes,     reply: buf_id, bytes (+ fd)
  *                            flags (PHX_CKPT_SHARDED)
- *   COMMIT  worker -> agent: step, buf_id     reply: status
+ *   COMMIT  worker -> agent: step, buf_id,    reply: status
+ *                            bytes (0: all begun)
  *   RESTORE worker -> agent: -                reply: step, bytes, buf_id (+ fd)
  *   STATUS  worker -> agent: step             reply: status (0 durable, -PHX_EBUSY
  *                                             not yet, -PHX_EIO its writes failed)

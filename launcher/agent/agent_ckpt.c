@@ -342,6 +342,12 @@ static int do_commit(struct phx_ckpt *c, unsigned slot, struct ck_slot *s, struc
 		m->status = -PHX_ESTATE;
 		return send_reply(s->conn, m, -1);
 	}
+	if (m->bytes > b->len) {
+		m->status = -PHX_EINVAL;
+		return send_reply(s->conn, m, -1);
+	}
+	if (m->bytes)
+		b->len = (size_t)m->bytes;
 	b->state = B_STAGED;
 	s->filling = -1;
 	s->pinned = false;
@@ -655,8 +661,7 @@ static bool on_its_way(const struct phx_ckpt *c, const struct ck_gen *g)
 	return !disk && g->step > c->committed[PHX_TIER_MEMORY];
 }
 
-unsigned long long phx_agent_ckpt_round_gap(const struct phx_agent *a,
-					    unsigned long long sync_ns)
+unsigned long long phx_agent_ckpt_round_gap(const struct phx_agent *a, unsigned long long sync_ns)
 {
 	const struct phx_ckpt *c = a->ckpt;
 	uint64_t now = phx_now_ns(CLOCK_MONOTONIC);

@@ -11,17 +11,25 @@ The state dict is model-like: 32 float32 tensors of MIB/32 MiB each under
             persistence to the tiers goes on in the agent (after WARMUP saves
             not counted: the agent's buffers, reused by every later save,
             exist by then)
-  phalanx.dcp  dcp.async_save() with phalanx.dcp.StorageWriter: its stall,
-            and the time until phx.save_wait() says the step is durable
+  phalanx.dcp  dcp.async_save() with phalanx.dcp.StorageWriter: its stall
+            (the copy into the agent's memory that its stage() makes, a
+            snapshot the training may change at once), and the time until
+            phx.save_wait() says the step is durable; and with
+            StorageWriter(snapshot=False), which leaves CPU tensors in place
+            until the future is done, as FileSystemWriter does
   dcp       torch.distributed.checkpoint.async_save() with FileSystemWriter
             into DIR (PyTorch 2.3 and later): the stall until it returns,
             and the time until its future is done (written and fsynced);
-            once on the state as it is (2.6 stages CPU tensors without a
-            copy, so they must not change until the future is done), once
-            on a clone (a consistent snapshot, what Phalanx's save is).
+            on the state as it is (FileSystemWriter stages CPU tensors
+            without a copy, so they must not change until the future is
+            done), and on two snapshots: a clone made for each save, and a
+            copy into a CPU state dict made once and reused (what its
+            cache_staged_state_dict does, without the pinning it needs
+            CUDA for).
             A PyTorch with DCP but no async_save has the synchronous
             save_state_dict() instead, stall and durable alike.
-Prints one line per save, then the medians and the ratio phalanx / dcp.
+Prints one line per save, then the medians and the ratios phalanx / dcp,
+snapshot against snapshot and in place against in place.
 """
 import os
 import shutil
@@ -84,23 +92,25 @@ def phalanx_saves(phx, state, saves):
     return stalls[WARMUP:]
 
 
-def phalanx_dcp_saves(phx, state, saves):
+def phalanx_dcp_saves(phx, state, saves, snapshot, first):
     """dcp.async_save through phalanx.dcp.StorageWriter: the stall until it
     returns, the time until its future is done (committed in the agent's
     memory) and until phx.save_wait says the step is durable (in a tier)."""
     from phalanx.dcp import StorageWriter
     stalls, durable = [], []
     for i in range(1, saves + WARMUP + 1):
-        step = 1000 + i
+        step = first + i
         t = time.perf_counter()
-        fut = dcp.async_save(state, storage_writer=StorageWriter(step, phx=phx))
+        fut = dcp.async_save(state, storage_writer=StorageWriter(step, phx=phx,
+                                                                 snapshot=snapshot))
         stall = time.perf_counter() - t
         fut.result()
         phx.save_wait(step)
         done = time.perf_counter() - t
         stalls.append(stall)
         durable.append(done)
-        print(f"phalanx.dcp async_save {i}: stall {stall:.3f} s, durable after {done:.3f} s"
+        print(f"phalanx.dcp async_save{'' if snapshot else ' (in place)'} {i}: stall "
+              f"{stall:.3f} s, durable after {done:.3f} s"
               f"{' (warm-up)' if i <= WARMUP else ''}", flush=True)
         time.sleep(2)
     return stalls[WARMUP:], durable[WARMUP:]
@@ -110,16 +120,35 @@ def snapshot(state):
     return {part: {k: v.clone() for k, v in d.items()} for part, d in state.items()}
 
 
+def copy_into(cache, state):
+    for part, d in state.items():
+        for k, v in d.items():
+            cache[part][k].copy_(v)
+    return cache
+
+
+# How FileSystemWriter's async_save is given the state: as it is, a clone
+# made for each save, a copy into one CPU state dict made once.
+SNAPS = {"": None, " of a clone": "clone", " of a reused copy": "cached"}
+
+
 def dcp_saves(state, saves, top, snap):
-    """snap: clone the state first, as a consistent checkpoint of CPU tensors needs."""
+    """snap: None, or how a consistent snapshot of CPU tensors is taken first."""
     stalls, durable = [], []
     has_async = hasattr(dcp, "async_save")
+    cache = snapshot(state) if snap == "cached" else None
     for i in range(1, saves + 1):
         path = os.path.join(top, f"dcp-{i}")
         writer = dcp.FileSystemWriter(path)
         t = time.perf_counter()
         if has_async:
-            fut = dcp.async_save(snapshot(state) if snap else state, storage_writer=writer)
+            if snap == "clone":
+                given = snapshot(state)
+            elif snap == "cached":
+                given = copy_into(cache, state)
+            else:
+                given = state
+            fut = dcp.async_save(given, storage_writer=writer)
             stall = time.perf_counter() - t
             fut.result()
         else:
@@ -128,7 +157,8 @@ def dcp_saves(state, saves, top, snap):
         done = time.perf_counter() - t
         stalls.append(stall)
         durable.append(done)
-        kind = ("async_save" if has_async else "save_state_dict") + (" of a clone" if snap else "")
+        kind = ("async_save" if has_async else "save_state_dict") + \
+            next(k for k, v in SNAPS.items() if v == snap)
         print(f"dcp {kind} {i}: stall {stall:.3f} s, durable after {done:.3f} s", flush=True)
         shutil.rmtree(path, ignore_errors=True)
         time.sleep(2)
@@ -149,23 +179,30 @@ def main():
     print(f"floor: copy into fresh memory {floor:.3f} s")
     ours = statistics.median(phalanx_saves(phx, state, saves))
     print(f"median stall: phalanx {ours:.3f} s ({ours / floor:.2f}x the copy)")
-    if hasattr(dcp, "async_save"):
-        pstalls, pdurable = phalanx_dcp_saves(phx, state, saves)
-        pdcp = statistics.median(pstalls), statistics.median(pdurable)
-        print(f"median stall: phalanx.dcp async_save {pdcp[0]:.3f} s "
-              f"({pdcp[0] / floor:.2f}x the copy), durable after {pdcp[1]:.3f} s")
-    # As the user calls it, and with the clone that makes it a consistent
-    # snapshot of CPU tensors (async_save stages CPU tensors without a copy:
-    # the training must leave them alone until its future is done).
-    for snap in (False, True) if hasattr(dcp, "async_save") else (False,):
+    has_async = hasattr(dcp, "async_save")
+    pdcp = {}
+    for snap_ours in (True, False) if has_async else ():
+        pstalls, pdurable = phalanx_dcp_saves(phx, state, saves, snap_ours,
+                                              1000 if snap_ours else 2000)
+        pdcp[snap_ours] = statistics.median(pstalls), statistics.median(pdurable)
+        print(f"median stall: phalanx.dcp async_save{'' if snap_ours else ' (in place)'} "
+              f"{pdcp[snap_ours][0]:.3f} s ({pdcp[snap_ours][0] / floor:.2f}x the copy), "
+              f"durable after {pdcp[snap_ours][1]:.3f} s")
+    # As the user calls it, and with the snapshots that make it a consistent
+    # checkpoint of CPU tensors (async_save stages CPU tensors without a
+    # copy: the training must leave them alone until its future is done).
+    for kind_tail, snap in SNAPS.items() if has_async else (("", None),):
         stalls, durable, kind = dcp_saves(state, saves, top, snap)
         theirs = statistics.median(stalls)
         print(f"median stall: dcp {kind} {theirs:.3f} s ({theirs / floor:.2f}x the copy), "
               f"durable after {statistics.median(durable):.3f} s; "
               f"stall ratio phalanx / dcp {kind}: {ours / theirs:.2f}")
-        if hasattr(dcp, "async_save") and snap is False:
-            print(f"phalanx.dcp / FileSystemWriter, both through dcp.async_save: stall "
-                  f"{pdcp[0] / theirs:.2f}, durable {pdcp[1] / statistics.median(durable):.2f}")
+        if has_async:
+            # Like against like: a snapshot against a snapshot, in place against in place.
+            mine = pdcp[snap is not None]
+            print(f"phalanx.dcp{'' if snap else ' (in place)'} / FileSystemWriter{kind_tail}, "
+                  f"both through dcp.async_save: stall {mine[0] / theirs:.2f}, "
+                  f"durable {mine[1] / statistics.median(durable):.2f}")
     phx.finalize()
 
 

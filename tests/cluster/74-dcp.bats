@@ -6,9 +6,11 @@
 # dcp.save; on PyTorch 2.6 the state is FSDP2's (fully_shard over the
 # ranks, DTensors). Jobs of 4 and 6 ranks load it from the shared tier and
 # DCP's planner reshards it: the full tensors they hold are the saved ones,
-# byte for byte. Through the agent a job of the same ranks loads its own
-# shards; a plan that needs shards the agent cannot give is refused with
-# the reason, and a save without an agent fails on every rank, never hangs.
+# byte for byte, also after dcp.async_save, whose state the job changes as
+# soon as it returns (the stager's contract). Through the agent a job of
+# the same ranks loads its own shards; a plan that needs shards the agent
+# cannot give is refused with the reason, and a save without an agent
+# fails on every rank, never hangs.
 # PyTorch 1.13's DCP does not import under Python 3.11 (Debian 12): there
 # phalanx.dcp must say so, and the jobs run on Debian 13's PyTorch 2.6.
 # lab-nodes: 4
@@ -121,6 +123,26 @@ sha_of()
 	# A generation directory works as well as the tier.
 	dcp 2 "$(conf loadgen)" "$BATS_TEST_TMPDIR/loadgen" -- load --dir "$SHARED/gen-000000000006"
 	[ "$(sha_of "$BATS_TEST_TMPDIR/loadgen")" = "$saved" ]
+}
+
+@test "dcp.async_save in place (snapshot=False), and one whose shards outgrow the room staged: both load back through the agent" {
+	local cf saved
+	need_dcp
+	cf=$(conf inplace)
+	dcp 2 "$cf" "$BATS_TEST_TMPDIR/save" -- save --async --in-place
+	grep -q '^\[rank 0\] saved step 6 durable True' "$BATS_TEST_TMPDIR/save"
+	saved=$(sha_of "$BATS_TEST_TMPDIR/save")
+	[ -n "$saved" ]
+	dcp 2 "$cf" "$BATS_TEST_TMPDIR/load" -- load
+	[ "$(sha_of "$BATS_TEST_TMPDIR/load")" = "$saved" ]
+	# No room for the pickled items and the metadata: copied once more, still whole.
+	cf=$(conf noroom)
+	dcp 2 "$cf" "$BATS_TEST_TMPDIR/save2" -- save --async --no-room
+	grep -q "^\[rank 0\] .*phalanx: this rank's DCP shard ([0-9]* bytes) outgrew the [0-9]* bytes staged for it" \
+		"$BATS_TEST_TMPDIR/save2"
+	saved=$(sha_of "$BATS_TEST_TMPDIR/save2")
+	dcp 2 "$cf" "$BATS_TEST_TMPDIR/load2" -- load
+	[ "$(sha_of "$BATS_TEST_TMPDIR/load2")" = "$saved" ]
 }
 
 @test "dcp.load through the agent restores the same ranks; another world is refused with the reason" {

@@ -4,7 +4,8 @@
 with phalanx.dcp, for the lab tests (74-dcp).
 
 save: trains a small MLP for --steps steps with Adam on gloo and saves the
-model and optimizer state with dcp.save (or dcp.async_save with --async)
+model and optimizer state with dcp.save (or dcp.async_save with --async,
+changing every tensor of the state as soon as it returns)
 and storage_writer=phalanx.dcp.StorageWriter(step) at the last step, then
 waits until the save is durable. Where PyTorch has FSDP2 (2.6), every parameter is sharded with
 fully_shard over the job's ranks and the state dicts come from
@@ -100,15 +101,19 @@ def state_dicts(model, opt, fsdp):
     return {"model": model.state_dict(), "optim": opt.state_dict()}
 
 
-def tensors(obj, prefix=""):
+def tensors(obj, prefix="", local=False):
+    """(name, tensor) of every tensor in obj: a DTensor whole, or its local part."""
     if isinstance(obj, dict):
         for k in sorted(obj, key=str):
-            yield from tensors(obj[k], f"{prefix}/{k}")
+            yield from tensors(obj[k], f"{prefix}/{k}", local)
     elif isinstance(obj, (list, tuple)):
         for i, v in enumerate(obj):
-            yield from tensors(v, f"{prefix}/{i}")
+            yield from tensors(v, f"{prefix}/{i}", local)
     elif isinstance(obj, torch.Tensor):
-        yield prefix, full(obj)
+        if local and fully_shard and isinstance(obj, DTensor):
+            yield prefix, obj.to_local()
+        else:
+            yield prefix, obj if local else full(obj)
 
 
 def state_sha(state):
@@ -119,6 +124,17 @@ def state_sha(state):
     return h.hexdigest()
 
 
+def touch(state):
+    """Changes every tensor of state in place, without a collective (the
+    async save's thread runs its own on the same process group)."""
+    with torch.no_grad():
+        for _, t in tensors(state, local=True):
+            if t.is_floating_point():
+                t.add_(1.0)
+            elif t.numel():
+                t.add_(1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=("save", "load"))
@@ -126,6 +142,12 @@ def main():
     ap.add_argument("--dir", help="load from this directory tier (else through the agent)")
     ap.add_argument("--async", dest="use_async", action="store_true",
                     help="save with dcp.async_save and wait for its future")
+    ap.add_argument("--in-place", action="store_true",
+                    help="with --async: StorageWriter(snapshot=False), the state left "
+                    "alone until the future is done")
+    ap.add_argument("--no-room", action="store_true",
+                    help="with --async: stage no room for DCP's pickled items and "
+                    "metadata, so the shard outgrows it")
     args = ap.parse_args()
 
     # DTensor's random ops on a CPU mesh warn on every rank; none is used.
@@ -155,10 +177,18 @@ def main():
     # 1.13's optimizer state has int steps and keys DCP 1.13 cannot plan;
     # there the model's state alone goes through DCP.
     state = state_dicts(model, opt, fsdp) if fsdp else {"model": model.state_dict()}
-    writer = pdcp.StorageWriter(args.steps)
+    writer = pdcp.StorageWriter(args.steps, snapshot=not args.in_place)
+    if args.no_room:
+        pdcp.PICKLE_ROOM = pdcp.META_ROOM = pdcp.META_ITEM_ROOM = 0
+    saved = state_sha(state)
     try:
         if args.use_async:
-            dcp.async_save(state, storage_writer=writer).result()
+            fut = dcp.async_save(state, storage_writer=writer)
+            # AsyncStager's contract: once async_save returns, training may
+            # change the state; the save holds it as it was.
+            if not args.in_place:
+                touch(state)
+            fut.result()
         elif hasattr(dcp, "save"):
             dcp.save(state, storage_writer=writer)
         else:
@@ -168,7 +198,7 @@ def main():
         return 3
     durable = phalanx.Phalanx().save_wait(args.steps, 120)
     say(f"saved step {args.steps} durable {durable}")
-    say(f"state sha256 {state_sha(state)}")
+    say(f"state sha256 {saved}")
     return 0
 
 

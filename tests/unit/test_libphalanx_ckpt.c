@@ -37,6 +37,7 @@ struct agent {
 	int begin_status; /* forced status of the next BEGIN, 0 = none */
 	int garbage; /* answer the next request with a malformed reply */
 	uint64_t committed_step;
+	uint64_t committed_bytes; /* the last COMMIT's size, 0 = all */
 	unsigned statuses; /* STATUS requests */
 	unsigned busy_statuses; /* answer this many with -PHX_EBUSY first */
 	int status_then; /* then this */
@@ -104,6 +105,7 @@ static void *serve(void *arg)
 		case PHX_CKPT_COMMIT:
 			ag->commits++;
 			ag->committed_step = m.step;
+			ag->committed_bytes = m.bytes;
 			reply(fd, &m, -1);
 			break;
 		case PHX_CKPT_STATUS:
@@ -229,6 +231,34 @@ static void test_save_restore(void **state)
 	((unsigned char *)buf)[(1 << 20) - 1] = 7;
 	assert_int_equal(phx_save_commit(), 0);
 	assert_int_equal(ag.commits, 3);
+}
+
+static void test_commit_size(void **state)
+{
+	void *buf;
+
+	(void)state;
+	assert_int_equal(phx_save_commit_size(10), -PHX_ESTATE);
+	assert_int_equal(phx_save_begin(50, 8192, &buf), 0);
+	/* More than begun: refused, and the save stays open for a size that fits. */
+	assert_int_equal(phx_save_commit_size(8193), -PHX_EINVAL);
+	assert_int_equal(phx_save_begin(51, 10, &buf), -PHX_ESTATE);
+	assert_int_equal(phx_save_commit_size(3000), 0);
+	assert_int_equal(ag.committed_step, 50);
+	assert_int_equal(ag.committed_bytes, 3000);
+	/* The plain commit: everything begun. */
+	assert_int_equal(phx_save_begin(60, 100, &buf), 0);
+	assert_int_equal(phx_save_commit(), 0);
+	assert_int_equal(ag.committed_bytes, 0);
+	assert_int_equal(phx_save_commit_size(0), -PHX_ESTATE);
+	/* An aborted save commits nothing; the next begin may follow at once. */
+	assert_int_equal(phx_save_begin(70, 100, &buf), 0);
+	phx_save_abort();
+	assert_int_equal(phx_save_commit(), -PHX_ESTATE);
+	assert_int_equal(phx_save_begin(71, 200, &buf), 0);
+	assert_int_equal(phx_save_commit(), 0);
+	assert_int_equal(ag.committed_step, 71);
+	phx_save_abort(); /* none open: nothing happens */
 }
 
 static void test_save_wait(void **state)
@@ -399,7 +429,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_should_save), cmocka_unit_test(test_save_restore),
 		cmocka_unit_test(test_save_wait),   cmocka_unit_test(test_save_kind),
-		cmocka_unit_test(test_pinning),	    cmocka_unit_test(test_garbage),
+		cmocka_unit_test(test_commit_size), cmocka_unit_test(test_pinning),
+		cmocka_unit_test(test_garbage),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

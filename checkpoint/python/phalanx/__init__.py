@@ -81,6 +81,8 @@ def load_library():
         "phx_save_begin_kind": ([ctypes.c_long, ctypes.c_size_t, ctypes.c_int,
                                  ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int),
         "phx_save_commit": ([], ctypes.c_int),
+        "phx_save_commit_size": ([ctypes.c_size_t], ctypes.c_int),
+        "phx_save_abort": ([], None),
         "phx_set_pinning": ([PIN_FN, UNPIN_FN, ctypes.c_void_p], ctypes.c_int),
         "phx_save_wait": ([ctypes.c_long, ctypes.c_int], ctypes.c_int),
         "phx_restore": ([c_long_p, ctypes.POINTER(ctypes.c_void_p),
@@ -179,10 +181,17 @@ class Phalanx:
         # The library calls them for as long as they are set: keep them alive.
         type(self)._pin_hooks = hooks
 
-    def commit(self):
-        rc = self._lib.phx_save_commit()
+    def commit(self, nbytes=None):
+        """Hands the open save to the agent; nbytes: only the view's first
+        nbytes are the shard (a size known once written), None all of it."""
+        rc = self._lib.phx_save_commit() if nbytes is None else \
+            self._lib.phx_save_commit_size(nbytes)
         if rc:
             raise PhalanxError(rc, "phx_save_commit")
+
+    def abort(self):
+        """Drops the open save, if any, without committing it."""
+        self._lib.phx_save_abort()
 
     def save_bytes(self, step, data, sharded=False):
         """Saves a bytes-like object as this rank's shard of step (begin()'s sharded)."""

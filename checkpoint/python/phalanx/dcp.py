@@ -14,7 +14,10 @@ the step, in the agent's memory: one copy, then the agent persists it to
 its tiers, sends the partner copy, checks digests and publishes the
 generation once every rank has committed, exactly as for phalanx.pytorch.
 The coordinator's shard also holds DCP's global metadata, so it commits in
-finish(), after the others.
+finish(), after the others. dcp.async_save stages through the writer (an
+AsyncStager): stage() copies every tensor into the shard in the agent's
+memory before async_save returns, the save's only copy; the save then
+takes them where they are and commits the shard at its final size.
 
 A shard (format "PHXDCP", version 1): a header (b"PHXDCP\\0\\0", u32
 version, u32 0, u64 metadata offset, u64 metadata length; 0 and 0 but on
@@ -32,6 +35,7 @@ directory tier (checkpoint.shared_dir, or a local_dir every rank can
 read), every rank reads what its plan needs from any rank's shard file:
 DCP's planner then reshards to another world size or layout.
 """
+import ctypes
 import functools
 import io
 import json
@@ -62,8 +66,9 @@ except ImportError:
 from torch.futures import Future
 
 from . import ELAYOUT, ENOAGENT, ENOENT, Phalanx, PhalanxError
-# The shard layout's alignment and dtype names are phalanx.pytorch's.
-from .pytorch import _DTYPES, _NAMES, _align
+# The shard layout's alignment and dtype names are phalanx.pytorch's, and
+# its device copy into the agent's (pinned) staging memory.
+from .pytorch import _DTYPES, _DTensor, _NAMES, _align, _pin_for_cuda, _write
 
 __all__ = ["StorageWriter", "StorageReader", "FormatError"]
 
@@ -115,6 +120,14 @@ def _rank():
         return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
+def _rank_in_group():
+    return dist.get_rank() if _distributed() else 0
+
+
+def _world():
+    return dist.get_world_size() if _distributed() else 1
+
+
 def _done(value):
     fut = Future()
     fut.set_result(value)
@@ -122,10 +135,11 @@ def _done(value):
 
 
 class _Item:
-    """One write item's data, where it goes in the shard, and its result."""
+    """One write item's data, where it goes in the shard, and its result;
+    staged: its bytes are at offset already."""
 
-    def __init__(self, item, data, offset):
-        self.item, self.offset = item, offset
+    def __init__(self, item, data, offset, staged=False):
+        self.item, self.offset, self.staged = item, offset, staged
         if isinstance(data, io.BytesIO):
             self.data, self.dtype, self.shape = data.getbuffer(), None, None
             self.nbytes = self.data.nbytes
@@ -138,7 +152,7 @@ class _Item:
         return (TAG, rank, self.offset, self.nbytes, self.dtype, self.shape)
 
     def copy_into(self, view):
-        if not self.nbytes:
+        if not self.nbytes or self.staged:
             return
         dst = view[self.offset:self.offset + self.nbytes]
         if self.dtype is None:
@@ -148,31 +162,192 @@ class _Item:
         out.view(self.data.shape).copy_(self.data)
 
 
+class _Unstageable(Exception):
+    """A leaf stage() does not copy itself (a ShardedTensor, a tensor subclass)."""
+
+
+# Room stage() keeps after the tensors: for each leaf DCP pickles (torch.save
+# adds its archive around the pickle) and, on the coordinator, for DCP's
+# metadata, whose entries are each item's index, chunk and location.
+PICKLE_ROOM, META_ROOM, META_ITEM_ROOM = 8 << 10, 64 << 10, 1 << 10
+
+
+class _Staged:
+    """A save that stage() copied into the agent's staging memory: every
+    tensor's bytes at its offset in the shard, room after them for the
+    items DCP pickles and, on the coordinator, its metadata. write_data
+    takes the tensors where they are; the shard's size is known in the end
+    (phx_save_commit_size)."""
+
+    def __init__(self, view, end):
+        self.view, self.end = view, end
+        self.bytes = torch.frombuffer(view, dtype=torch.uint8)
+        self.base = self.bytes.data_ptr()
+
+    def offset_of(self, data):
+        """Where a staged tensor's bytes are, or None for any other data."""
+        if not isinstance(data, torch.Tensor) or not data.is_contiguous() or \
+                data.device.type != "cpu":
+            return None
+        off = data.data_ptr() - self.base
+        n = data.numel() * data.element_size()
+        return off if n and 0 <= off and off + n <= self.end else None
+
+    def place(self, plan, planner, head):
+        """The plan's items, the staged tensors it writes moved down over the
+        ones it does not (DCP writes replicated state on one rank), then the
+        others after them; returns (items, the end of the last)."""
+        items, cursor, moved = [], head, {}
+        datas = [(wi, planner.resolve_data(wi)) for wi in plan.items]
+        where = [(self.offset_of(d), i) for i, (_, d) in enumerate(datas)]
+        by_offset = sorted((off, i) for off, i in where if off is not None)
+        placed = {}
+        for off, i in by_offset:
+            wi, data = datas[i]
+            if off not in moved:
+                n = data.numel() * data.element_size()
+                moved[off] = cursor
+                if cursor != off:
+                    ctypes.memmove(self.base + cursor, self.base + off, n)
+                cursor = _align(cursor + n)
+            placed[i] = _Item(wi, data, moved[off], staged=True)
+        for i, (wi, data) in enumerate(datas):
+            if i not in placed:
+                placed[i] = _Item(wi, data, cursor)
+                cursor = _align(cursor + placed[i].nbytes)
+        # Past the room kept (pickled items larger than foreseen): _commit copies.
+        return [placed[i] for i in range(len(datas))], cursor
+
+
+def _stage_tree(obj, put):
+    """obj with every tensor replaced by put(tensor), a copy staged."""
+    if _DTensor is not None and isinstance(obj, _DTensor):
+        return _DTensor(put(obj._local_tensor), obj._spec, requires_grad=False)
+    if isinstance(obj, torch.Tensor):
+        if type(obj) not in (torch.Tensor, torch.nn.Parameter):
+            raise _Unstageable(type(obj).__name__)
+        return put(obj)
+    if isinstance(obj, dict):
+        return {k: _stage_tree(v, put) for k, v in obj.items()}
+    if type(obj) in (list, tuple):
+        return type(obj)(_stage_tree(v, put) for v in obj)
+    return obj
+
+
+def _pickle_room(obj):
+    """Room for what DCP pickles of obj: its leaves that are not tensors."""
+    if isinstance(obj, torch.Tensor):
+        return 0
+    if isinstance(obj, dict):
+        return sum(_pickle_room(v) for v in obj.values())
+    if type(obj) in (list, tuple):
+        return sum(_pickle_room(v) for v in obj)
+    try:
+        return 2 * len(pickle.dumps(obj, protocol=4)) + PICKLE_ROOM
+    except Exception:  # DCP's own pickling will say why
+        return PICKLE_ROOM
+
+
+
 class StorageWriter(_StorageWriter):
     """Writes a DCP save as the step's generation of this job's checkpoints.
 
     step: the training step the save is of (also taken from dcp.save's
-    checkpoint_id when that is an int). busy: when every staging buffer of
+    checkpoint_id when that is an int). snapshot: dcp.async_save copies CPU
+    tensors into the agent's memory before it returns, so training may
+    change them at once (True, the default); False leaves them where they
+    are until the save's future is done, as FileSystemWriter does, and
+    copies them then (device tensors are copied before it returns either
+    way). busy: when every staging buffer of
     the agent still holds an earlier save, "wait" (the default) waits for one,
     at most timeout seconds (None: as long as it takes), then fails the save
     on every rank; "skip" fails it at once. A DCP save is collective, so a
     rank cannot skip alone as phalanx.pytorch.save does.
     """
 
-    def __init__(self, step=None, phx=None, busy="wait", timeout=None):
+    def __init__(self, step=None, phx=None, busy="wait", timeout=None, snapshot=True):
         super().__init__()
         if busy not in ("skip", "wait"):
             raise ValueError(f"phalanx: busy={busy!r}: use \"wait\" or \"skip\"")
         self.step, self.phx = step, phx or Phalanx()
-        self.busy, self.timeout = busy, timeout
+        self.busy, self.timeout, self.snapshot = busy, timeout, snapshot
         self.is_coordinator = False
-        self.pending = None
+        self.pending = self.staged = None
 
     # PyTorch 2.x names; 1.13's DCP calls init().
     def reset(self, checkpoint_id=None):
+        # async_save resets before stage() and again in the save it runs.
         if checkpoint_id is not None:
-            self.step = self._step_of(checkpoint_id)
+            step = self._step_of(checkpoint_id)
+            if self.staged is not None and step != self.step:
+                self._drop_staged()
+            self.step = step
         self.pending = None
+
+    # dcp.async_save's AsyncStager (PyTorch 2.3 and later).
+    _synchronize_after_execute = True
+
+    @property
+    def should_synchronize_after_execute(self):
+        return self._synchronize_after_execute
+
+    @_logged
+    def stage(self, state_dict):
+        """Copies every tensor of state_dict (CPU or device, a DTensor's
+        local part) into this rank's shard in the agent's memory: the only
+        copy of an async_save, and its stall. Returns the state dict over
+        those copies, which training may no longer change; the save that
+        dcp.async_save runs next writes them where they are."""
+        if self.staged is not None:
+            self._drop_staged()
+        self.set_up_storage_writer(False)
+        tensors, seen, end = [], {}, _align(HEAD.size)
+
+        def place(t):
+            nonlocal end
+            if id(t) not in seen:
+                seen[id(t)] = (t, end)
+                tensors.append((t, end))
+                end = _align(end + t.numel() * t.element_size())
+            return t
+
+        try:
+            _stage_tree(state_dict, place)
+        except _Unstageable:  # as DCP stages without us: to CPU, copied in write_data
+            from torch.distributed._state_dict_utils import _offload_state_dict_to_cpu
+            return _offload_state_dict_to_cpu(state_dict, type_check=False)
+        room = _pickle_room(state_dict)
+        if _rank_in_group() == 0:  # DCP's coordinator, whose shard holds the metadata
+            room += META_ROOM + META_ITEM_ROOM * max(len(tensors), 1) * _world()
+        now = [(t, off) for t, off in tensors if self.snapshot or t.device.type != "cpu"]
+        _pin_for_cuda(self.phx, now)
+        view = self.phx.begin(self.step, end + room, wait=self.busy == "wait",
+                              timeout=self.timeout, sharded=True)
+        try:
+            _write(view, b"", 0, now, end)
+            self.staged = _Staged(view, end)
+        except BaseException:
+            self.phx.abort()
+            raise
+        copied = {id(t) for t, _ in now}
+
+        def put(t):
+            src, off = seen[id(t)]
+            n = src.numel() * src.element_size()
+            if id(t) not in copied:  # a CPU tensor left in place: written from there
+                return src
+            if not n:
+                return torch.empty_like(src, device="cpu")
+            return self.staged.bytes[off:off + n].view(src.dtype).view(src.shape)
+
+        return _stage_tree(state_dict, put)
+
+    def synchronize_staging(self):
+        pass
+
+    def _drop_staged(self):
+        self.staged = None
+        self.phx.abort()
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):
@@ -212,11 +387,14 @@ class StorageWriter(_StorageWriter):
     @_logged
     def write_data(self, plan, planner):
         rank = _rank()
-        items, offset = [], _align(HEAD.size)
-        for wi in plan.items:
-            it = _Item(wi, planner.resolve_data(wi), offset)
-            items.append(it)
-            offset = _align(offset + it.nbytes)
+        if self.staged is not None:
+            items, offset = self.staged.place(plan, planner, _align(HEAD.size))
+        else:
+            items, offset = [], _align(HEAD.size)
+            for wi in plan.items:
+                it = _Item(wi, planner.resolve_data(wi), offset)
+                items.append(it)
+                offset = _align(offset + it.nbytes)
         results = [WriteResult(index=it.item.index, size_in_bytes=it.nbytes,
                                storage_data=it.where(rank)) for it in items]
         if self.is_coordinator:
@@ -235,17 +413,34 @@ class StorageWriter(_StorageWriter):
 
     def _commit(self, items, offset, meta):
         total = offset + len(meta)
-        # DCP keeps one copy of replicated items: every rank's shard is its own part.
-        view = self.phx.begin(self.step, total, wait=self.busy == "wait",
-                              timeout=self.timeout, sharded=True)
+        staged, self.staged, kept = self.staged, None, None
+        if staged is not None and total > len(staged.view):
+            # Pickled items or metadata beyond the room stage() kept: one more copy.
+            warnings.warn(f"phalanx: this rank's DCP shard ({total} bytes) outgrew the "
+                          f"{len(staged.view)} bytes staged for it; it was copied once more")
+            kept = bytes(staged.view[:min(offset, len(staged.view))])
+            staged = None
+            self.phx.abort()
+        if staged is None:
+            # DCP keeps one copy of replicated items: every rank's shard is its own part.
+            view = self.phx.begin(self.step, total, wait=self.busy == "wait",
+                                  timeout=self.timeout, sharded=True)
+        else:
+            view = staged.view
         try:
+            if kept is not None:  # the staged items' bytes, where they were
+                view[:len(kept)] = kept
             view[:HEAD.size] = HEAD.pack(MAGIC, VERSION, 0, offset if meta else 0, len(meta))
             for it in items:
                 it.copy_into(view)
             view[offset:total] = meta
+        except BaseException:
+            self.phx.abort()
+            raise
         finally:
-            view.release()
-        self.phx.commit()
+            if staged is None:
+                view.release()
+        self.phx.commit(total if staged is not None else None)
 
 
 def _header(buf, what):

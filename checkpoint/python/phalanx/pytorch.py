@@ -312,6 +312,9 @@ def save(phx, step, state, digest=None, busy="skip", timeout=None, sharded=None)
         _write(view, head, data_off, tensors, total)
         if digest is not None:
             digest.update(view)
+    except BaseException:
+        phx.abort()
+        raise
     finally:
         view.release()
     phx.commit()
