@@ -39,6 +39,7 @@ import ctypes
 import functools
 import io
 import json
+import mmap
 import os
 import pickle
 import struct
@@ -481,32 +482,45 @@ class _AgentShard:
 
 
 class _FileShard:
-    """One rank's shard file of a generation directory."""
+    """One rank's shard file of a generation directory, mapped: a copy out
+    of the page cache is a memcpy, not a read per item (several times
+    faster where system calls are dear)."""
 
     def __init__(self, path, nbytes):
         self.path, self.nbytes = path, nbytes
         # Shards are regular files the job wrote; refuse anything else.
-        self.fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        size = os.fstat(self.fd).st_size
-        if size != nbytes:
-            os.close(self.fd)
-            raise FormatError(f"phalanx: {path} holds {size} bytes, its manifest says "
-                              f"{nbytes}; run phalanx ckpt verify")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            size = os.fstat(fd).st_size
+            if size != nbytes:
+                raise FormatError(f"phalanx: {path} holds {size} bytes, its manifest says "
+                                  f"{nbytes}; run phalanx ckpt verify")
+            self.map = mmap.mmap(fd, nbytes, prot=mmap.PROT_READ) if nbytes else None
+        finally:
+            os.close(fd)
+        if self.map is not None and hasattr(mmap, "MADV_SEQUENTIAL"):
+            self.map.madvise(mmap.MADV_SEQUENTIAL)
+        self.view = memoryview(self.map) if self.map is not None else memoryview(b"")
 
     def read(self, offset, nbytes, into=None):
-        """nbytes at offset, into a writable buffer of that size or a new one."""
+        """nbytes at offset: copied into a writable buffer of that size, or
+        a read-only view of the mapping (valid until close)."""
         if offset + nbytes > self.nbytes:
             raise FormatError(f"phalanx: a DCP item lies outside {self.path}")
-        view, done = memoryview(bytearray(nbytes) if into is None else into).cast("B"), 0
-        while done < nbytes:
-            n = os.preadv(self.fd, [view[done:]], offset + done)
-            if n <= 0:
-                raise FormatError(f"phalanx: {self.path} ended early")
-            done += n
-        return view
+        src = self.view[offset:offset + nbytes]
+        if into is None:
+            return src
+        dst = memoryview(into).cast("B")
+        dst[:] = src
+        return dst
 
     def close(self):
-        os.close(self.fd)
+        try:
+            self.view.release()
+            if self.map is not None:
+                self.map.close()
+        except BufferError:  # a view of it is still held: unmapped when that goes
+            pass
 
 
 def _distributed():
