@@ -387,12 +387,12 @@ int phx_save_wait(long step, int timeout_ms)
 		pthread_mutex_unlock(&mu);
 		if (rc != -PHX_EBUSY)
 			return rc;
-		/* Commits come with the agents' agreement rounds: poll, backing off to 100 ms. */
+		/* Commits come with the agents' agreement rounds: poll, backing off to 25 ms. */
 		left = timeout_ms < 0 ? pause_ms : (int)(deadline - mono_ms());
 		if (left <= 0)
 			return -PHX_ETIMEDOUT;
 		poll(NULL, 0, left < pause_ms ? left : pause_ms);
-		pause_ms = pause_ms < 100 ? pause_ms * 2 : 100;
+		pause_ms = pause_ms < 25 ? pause_ms * 2 : 25;
 	}
 }
 

@@ -641,7 +641,7 @@ static void announce(struct phx_ckpt *c, const struct ck_gen *g, char *buf, size
 }
 
 /* Rounds while a save is on its way to every node's tiers; half a minute at most. */
-#define CKPT_ROUND_NS (100ull * 1000000ull)
+#define CKPT_ROUND_NS (25ull * 1000000ull)
 #define CKPT_FAST_FOR_NS (30ull * 1000000000ull)
 
 /* Generation g, staged by every local worker, is not yet where its due tiers say it is durable. */
