@@ -66,7 +66,7 @@ except ImportError:
                           f"PyTorch 2.x, or phalanx.pytorch's save and restore") from e
 from torch.futures import Future
 
-from . import ELAYOUT, ENOAGENT, ENOENT, Phalanx, PhalanxError
+from . import ELAYOUT, ENOAGENT, ENOENT, ESTATE, Phalanx, PhalanxError
 # The shard layout's alignment and dtype names are phalanx.pytorch's, and
 # its device copy into the agent's (pinned) staging memory.
 from .pytorch import _DTYPES, _DTensor, _NAMES, _align, _pin_for_cuda, _write
@@ -322,8 +322,16 @@ class StorageWriter(_StorageWriter):
             room += META_ROOM + META_ITEM_ROOM * max(len(tensors), 1) * _world()
         now = [(t, off) for t, off in tensors if self.snapshot or t.device.type != "cpu"]
         _pin_for_cuda(self.phx, now)
-        view = self.phx.begin(self.step, end + room, wait=self.busy == "wait",
-                              timeout=self.timeout, sharded=True)
+        try:
+            view = self.phx.begin(self.step, end + room, wait=self.busy == "wait",
+                                  timeout=self.timeout, sharded=True)
+        except PhalanxError as e:
+            if e.status != ESTATE:
+                raise
+            raise PhalanxError(-ESTATE, "a save of this process is still open: the previous "
+                               "dcp.async_save has not finished (wait for its future before "
+                               "the next) or failed before it wrote (Phalanx().abort() drops "
+                               "it)") from e
         try:
             _write(view, b"", 0, now, end)
             self.staged = _Staged(view, end)
