@@ -132,8 +132,9 @@ def copy_into(cache, state):
 SNAPS = {"": None, " of a clone": "clone", " of a reused copy": "cached"}
 
 
-def dcp_saves(state, saves, top, snap):
-    """snap: None, or how a consistent snapshot of CPU tensors is taken first."""
+def dcp_saves(state, saves, top, snap, tail):
+    """snap: None, or how a consistent snapshot of CPU tensors is taken first
+    (SNAPS); tail: its words in the lines printed."""
     stalls, durable = [], []
     has_async = hasattr(dcp, "async_save")
     cache = snapshot(state) if snap == "cached" else None
@@ -157,8 +158,7 @@ def dcp_saves(state, saves, top, snap):
         done = time.perf_counter() - t
         stalls.append(stall)
         durable.append(done)
-        kind = ("async_save" if has_async else "save_state_dict") + \
-            next(k for k, v in SNAPS.items() if v == snap)
+        kind = ("async_save" if has_async else "save_state_dict") + tail
         print(f"dcp {kind} {i}: stall {stall:.3f} s, durable after {done:.3f} s", flush=True)
         shutil.rmtree(path, ignore_errors=True)
         time.sleep(2)
@@ -192,7 +192,7 @@ def main():
     # checkpoint of CPU tensors (async_save stages CPU tensors without a
     # copy: the training must leave them alone until its future is done).
     for kind_tail, snap in SNAPS.items() if has_async else (("", None),):
-        stalls, durable, kind = dcp_saves(state, saves, top, snap)
+        stalls, durable, kind = dcp_saves(state, saves, top, snap, kind_tail)
         theirs = statistics.median(stalls)
         print(f"median stall: dcp {kind} {theirs:.3f} s ({theirs / floor:.2f}x the copy), "
               f"durable after {statistics.median(durable):.3f} s; "

@@ -198,7 +198,7 @@ class _Staged:
         """The plan's items, the staged tensors it writes moved down over the
         ones it does not (DCP writes replicated state on one rank), then the
         others after them; returns (items, the end of the last)."""
-        items, cursor, moved = [], head, {}
+        cursor, moved = head, {}
         datas = [(wi, planner.resolve_data(wi)) for wi in plan.items]
         where = [(self.offset_of(d), i) for i, (_, d) in enumerate(datas)]
         by_offset = sorted((off, i) for off, i in where if off is not None)
@@ -220,8 +220,9 @@ class _Staged:
         return [placed[i] for i in range(len(datas))], cursor
 
 
-def _stage_tree(obj, put):
-    """obj with every tensor replaced by put(tensor), a copy staged."""
+def _stage_tree(obj, put, other=lambda leaf: None):
+    """obj with every tensor replaced by put(tensor), a copy staged; other
+    sees each leaf that is not a tensor."""
     if _DTensor is not None and isinstance(obj, _DTensor):
         return _DTensor(put(obj._local_tensor), obj._spec, requires_grad=False)
     if isinstance(obj, torch.Tensor):
@@ -229,25 +230,19 @@ def _stage_tree(obj, put):
             raise _Unstageable(type(obj).__name__)
         return put(obj)
     if isinstance(obj, dict):
-        return {k: _stage_tree(v, put) for k, v in obj.items()}
+        return {k: _stage_tree(v, put, other) for k, v in obj.items()}
     if type(obj) in (list, tuple):
-        return type(obj)(_stage_tree(v, put) for v in obj)
+        return type(obj)(_stage_tree(v, put, other) for v in obj)
+    other(obj)
     return obj
 
 
-def _pickle_room(obj):
-    """Room for what DCP pickles of obj: its leaves that are not tensors."""
-    if isinstance(obj, torch.Tensor):
-        return 0
-    if isinstance(obj, dict):
-        return sum(_pickle_room(v) for v in obj.values())
-    if type(obj) in (list, tuple):
-        return sum(_pickle_room(v) for v in obj)
+def _pickle_room(leaf):
+    """Room for what DCP pickles of a leaf that is not a tensor."""
     try:
-        return 2 * len(pickle.dumps(obj, protocol=4)) + PICKLE_ROOM
+        return 2 * len(pickle.dumps(leaf, protocol=4)) + PICKLE_ROOM
     except Exception:  # DCP's own pickling will say why
         return PICKLE_ROOM
-
 
 
 class StorageWriter(_StorageWriter):
@@ -302,28 +297,55 @@ class StorageWriter(_StorageWriter):
         if self.staged is not None:
             self._drop_staged()
         self.set_up_storage_writer(False)
-        tensors, seen, end = [], {}, _align(HEAD.size)
+        seen, end, room = {}, _align(HEAD.size), 0  # seen: id -> (tensor, its offset)
 
         def place(t):
             nonlocal end
             if id(t) not in seen:
                 seen[id(t)] = (t, end)
-                tensors.append((t, end))
                 end = _align(end + t.numel() * t.element_size())
             return t
 
+        def pickled(leaf):
+            nonlocal room
+            room += _pickle_room(leaf)
+
         try:
-            _stage_tree(state_dict, place)
+            _stage_tree(state_dict, place, pickled)
         except _Unstageable:  # as DCP stages without us: to CPU, copied in write_data
             from torch.distributed._state_dict_utils import _offload_state_dict_to_cpu
             return _offload_state_dict_to_cpu(state_dict, type_check=False)
-        room = _pickle_room(state_dict)
         if _rank_in_group() == 0:  # DCP's coordinator, whose shard holds the metadata
-            room += META_ROOM + META_ITEM_ROOM * max(len(tensors), 1) * _world()
-        now = [(t, off) for t, off in tensors if self.snapshot or t.device.type != "cpu"]
+            room += META_ROOM + META_ITEM_ROOM * max(len(seen), 1) * _world()
+
+        def copied(t):  # else a CPU tensor left in place, written from there
+            return self.snapshot or t.device.type != "cpu"
+
+        now = [(t, off) for t, off in seen.values() if copied(t)]
         _pin_for_cuda(self.phx, now)
+        view = self._begin(end + room)
         try:
-            view = self.phx.begin(self.step, end + room, wait=self.busy == "wait",
+            _write(view, b"", 0, now, end)
+            self.staged = _Staged(view, end)
+        except BaseException:
+            self.phx.abort()
+            raise
+
+        def put(t):
+            if not copied(t):
+                return t
+            if not t.numel():
+                return torch.empty_like(t, device="cpu")
+            off, n = seen[id(t)][1], t.numel() * t.element_size()
+            return self.staged.bytes[off:off + n].view(t.dtype).view(t.shape)
+
+        return _stage_tree(state_dict, put)
+
+    def _begin(self, nbytes):
+        """This rank's shard of the step in the agent's memory (DCP keeps one
+        copy of replicated items: every rank's shard is its own part)."""
+        try:
+            return self.phx.begin(self.step, nbytes, wait=self.busy == "wait",
                                   timeout=self.timeout, sharded=True)
         except PhalanxError as e:
             if e.status != ESTATE:
@@ -332,24 +354,6 @@ class StorageWriter(_StorageWriter):
                                "dcp.async_save has not finished (wait for its future before "
                                "the next) or failed before it wrote (Phalanx().abort() drops "
                                "it)") from e
-        try:
-            _write(view, b"", 0, now, end)
-            self.staged = _Staged(view, end)
-        except BaseException:
-            self.phx.abort()
-            raise
-        copied = {id(t) for t, _ in now}
-
-        def put(t):
-            src, off = seen[id(t)]
-            n = src.numel() * src.element_size()
-            if id(t) not in copied:  # a CPU tensor left in place: written from there
-                return src
-            if not n:
-                return torch.empty_like(src, device="cpu")
-            return self.staged.bytes[off:off + n].view(src.dtype).view(src.shape)
-
-        return _stage_tree(state_dict, put)
 
     def synchronize_staging(self):
         pass
@@ -430,12 +434,7 @@ class StorageWriter(_StorageWriter):
             kept = bytes(staged.view[:min(offset, len(staged.view))])
             staged = None
             self.phx.abort()
-        if staged is None:
-            # DCP keeps one copy of replicated items: every rank's shard is its own part.
-            view = self.phx.begin(self.step, total, wait=self.busy == "wait",
-                                  timeout=self.timeout, sharded=True)
-        else:
-            view = staged.view
+        view = self._begin(total) if staged is None else staged.view
         try:
             if kept is not None:  # the staged items' bytes, where they were
                 view[:len(kept)] = kept
@@ -719,7 +718,7 @@ class StorageReader(_StorageReader):
         rank that restored the shard holding it. Every rank calls read_data,
         so every rank takes part, and all see the same requests: a shard no
         rank holds fails the load on every rank alike."""
-        me = dist.get_rank() if _distributed() else 0
+        me = _rank_in_group()
         mine = next(r for r, i in self.holder.items() if i == me)
         wanted = {}
         for rank, offset, nbytes, _, _ in spans:
