@@ -31,6 +31,7 @@
 #include "launcher/agent/agent_ckpt.h"
 #include "launcher/agent/agent_ckptd.h"
 #include "launcher/agent/agent_pmix.h"
+#include "launcher/agent/agent_wake.h"
 #include "launcher/agent/agent_workers.h"
 #include "launcher/agent/agent_xid.h"
 #include "launcher/driver/driver.h"
@@ -231,13 +232,15 @@ static int choose_role(struct phx_agent *a)
 	return 0;
 }
 
-/* Milliseconds since the agent started, for the debug log of the start-up. */
-static double since(uint64_t t0)
+/* Stamps the end of a start-up phase; the debug log says how long since the agent started. */
+static void phase_done(struct phx_agent *a, enum phx_startup_phase p, const char *what)
 {
-	return (double)(phx_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
+	a->up_ns[p] = phx_now_ns(CLOCK_REALTIME);
+	phx_debug("start-up on %s: %s at %.1f ms", a->node, what,
+		  (double)(a->up_ns[p] - a->up_ns[PHX_UP_EXEC]) / 1e6);
 }
 
-static int prepare(struct phx_agent *a, uint64_t t0)
+static int prepare(struct phx_agent *a)
 {
 	char err[1024];
 	int rc;
@@ -256,10 +259,9 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 			load_topology(a);
 	}
 	rc = phx_pmix_init(&a->pmix, err, sizeof(err));
-	phx_debug("start-up on %s: PMIx_Init at %.1f ms", a->node, since(t0));
 	if (threaded)
 		pthread_join(th, NULL);
-	phx_debug("start-up on %s: topology at %.1f ms", a->node, since(t0));
+	phase_done(a, PHX_UP_PMIX, "PMIx_Init and topology");
 	if (rc < 0) {
 		phx_error("%s", err);
 		return PHX_EXIT_PMIX;
@@ -267,8 +269,9 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 	rc = choose_role(a);
 	if (rc)
 		return rc;
+	phx_agent_wake_open(a);
 	rc = phx_agent_wireup(a);
-	phx_debug("start-up on %s: wire-up and placement at %.1f ms", a->node, since(t0));
+	phase_done(a, PHX_UP_PLACED, "wire-up and placement");
 	if (rc)
 		return rc;
 	a->w = calloc(a->nproc, sizeof(*a->w));
@@ -277,6 +280,8 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 	for (unsigned i = 0; i < a->nproc; i++)
 		a->w[i].out_fd = a->w[i].err_fd = a->w[i].log_fd = -1;
 	rc = phx_agent_ckpt_setup(a);
+	phx_debug("start-up on %s: checkpoint set-up at %.1f ms", a->node,
+		  (double)(phx_now_ns(CLOCK_REALTIME) - a->up_ns[PHX_UP_EXEC]) / 1e6);
 	if (rc)
 		return rc;
 	phx_agent_ckptd_setup(a);
@@ -299,12 +304,13 @@ static int prepare(struct phx_agent *a, uint64_t t0)
 		phx_agent_stop_all(a);
 		return PHX_EXIT_SETUP;
 	}
-	phx_debug("start-up on %s: %u workers started at %.1f ms", a->node, a->nproc, since(t0));
+	phase_done(a, PHX_UP_SPAWNED, "workers started");
 	return 0;
 }
 
 static void cleanup(struct phx_agent *a)
 {
+	phx_agent_wake_close(a);
 	phx_agent_xid_close(a);
 	phx_agent_ckptd_fini(a);
 	phx_agent_ckpt_fini(a);
@@ -342,9 +348,10 @@ int main(int argc, char **argv)
 {
 	struct phx_launch_opts o;
 	struct phx_agent a = { .o = &o, .hb_fd = -1, .sig_fd = -1, .run_dir_lock = -1 };
-	uint64_t t0 = phx_now_ns(CLOCK_MONOTONIC);
 	char err[1024];
 	int rc, mode;
+
+	a.up_ns[PHX_UP_EXEC] = phx_now_ns(CLOCK_REALTIME);
 
 	rc = phx_launch_parse(argc, argv, &o, err, sizeof(err));
 	if (rc > 0)
@@ -386,7 +393,7 @@ int main(int argc, char **argv)
 		phx_launch_opts_free(&o);
 		return PHX_EXIT_SETUP;
 	}
-	rc = prepare(&a, t0);
+	rc = prepare(&a);
 	if (!rc)
 		rc = phx_agent_supervise(&a);
 	cleanup(&a);

@@ -37,6 +37,7 @@ enum {
 	OPT_SAVE_INTERVAL,
 	OPT_KEEP,
 	OPT_LOG_TIME,
+	OPT_STARTUP_TIMES,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -64,6 +65,7 @@ static const struct option agent_opts[] = {
 	{ "save-interval", required_argument, NULL, OPT_SAVE_INTERVAL },
 	{ "keep", required_argument, NULL, OPT_KEEP },
 	{ "log-time", no_argument, NULL, OPT_LOG_TIME },
+	{ "startup-times", no_argument, NULL, OPT_STARTUP_TIMES },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 };
@@ -109,6 +111,7 @@ void phx_launch_usage(FILE *out)
 		"  --save-interval STEPS   this job's checkpoint.interval\n"
 		"  --keep N                this job's checkpoint.keep\n"
 		"  --log-time              the local time on each line (launcher.log_time)\n"
+		"  --startup-times         each agent logs when its start-up phases ended\n"
 		"  --slow-nodes HOSTLIST   nodes placement keeps off the critical path (the "
 		"driver's preflight)\n",
 		PHX_CONF_DEFAULT_PATH);
@@ -282,6 +285,9 @@ static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *er
 		return 0;
 	case OPT_KEEP:
 		o->keep = arg;
+		return 0;
+	case OPT_STARTUP_TIMES:
+		o->startup_times = true;
 		return 0;
 	case OPT_LOG_TIME:
 		o->log_time = 1;

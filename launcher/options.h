@@ -94,6 +94,7 @@ struct phx_launch_opts {
 	/* The job's checkpoint settings over the site's; NULL: phalanx.yaml's. */
 	const char *ckpt_dir, *save_interval, *keep;
 	int log_time; /* -1: launcher.log_time */
+	bool startup_times; /* log when each start-up phase ended */
 	struct phx_role roles[PHX_ROLE_MAX]; /* --role, else one role "default" */
 	size_t nroles;
 	bool explicit_roles; /* --role was given */

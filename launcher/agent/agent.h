@@ -26,6 +26,7 @@ struct phx_rate;
 struct phx_ckpt;
 struct phx_agent_ckptd;
 struct phx_xid_watch;
+struct phx_agent_wake;
 
 #define PHX_RATE_SAMPLES 64
 
@@ -76,6 +77,17 @@ struct phx_agent_source {
 };
 
 #define PHX_AGENT_SOURCES_MAX 8
+
+/* The agent's start-up, in order: each phase's end is stamped (--startup-times). */
+enum phx_startup_phase {
+	PHX_UP_EXEC, /* the agent runs */
+	PHX_UP_PMIX, /* PMIx_Init returned */
+	PHX_UP_WIRED, /* every agent's facts are here (the wire-up fence) */
+	PHX_UP_PLACED, /* this node's rank map is computed */
+	PHX_UP_SPAWNED, /* this node's workers are started */
+	PHX_UP_AGREED, /* the first agreement round ended: every node runs */
+	PHX_UP_PHASES
+};
 
 struct phx_agent {
 	struct phx_launch_opts *o;
@@ -132,9 +144,11 @@ struct phx_agent {
 	struct phx_ckpt *ckpt; /* checkpoint staging, agent_ckpt.c */
 	struct phx_agent_ckptd *ckptd; /* phalanx-ckptd client, agent_ckptd.c; NULL: none */
 	struct phx_xid_watch *xid; /* the kernel log's Xid watch, agent_xid.c; NULL: none */
+	struct phx_agent_wake *wake; /* the agents' wake-up, agent_wake.c; NULL: none */
 	/* What the main loop polls besides signals and the workers' output. */
 	struct phx_agent_source sources[PHX_AGENT_SOURCES_MAX];
 	unsigned nsources;
+	uint64_t up_ns[PHX_UP_PHASES]; /* CLOCK_REALTIME at the end of each phase */
 };
 
 /*

@@ -21,6 +21,7 @@
 
 #include <json-c/json.h>
 
+#include "common/clock.h"
 #include "common/hostlist.h"
 #include "common/log.h"
 #include "placement/layout.h"
@@ -32,6 +33,7 @@
 #include "launcher/role.h"
 #include "launcher/agent/agent.h"
 #include "launcher/agent/agent_pmix.h"
+#include "launcher/agent/agent_wake.h"
 
 #define FACTS_KEY "phx.facts"
 
@@ -269,6 +271,10 @@ static char *facts_json(struct phx_agent *a)
 		o, "gpus",
 		json_object_new_int((int)phx_cuda_count(getenv("CUDA_VISIBLE_DEVICES"))));
 	json_object_object_add(o, "nproc", json_object_new_int((int)a->nproc));
+	json_object_object_add(o, "wport", json_object_new_int((int)phx_agent_wake_port(a)));
+	/* Agent 0's key is the step's: one key, no choice to agree on. */
+	if (a->pmix.me.rank == 0)
+		json_object_object_add(o, "wkey", json_object_new_string(phx_agent_wake_key(a)));
 	json_object_object_add(o, "topo", json_object_new_string(topo));
 	s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);
@@ -278,7 +284,8 @@ static char *facts_json(struct phx_agent *a)
 struct fact {
 	char host[256];
 	char addr[64];
-	unsigned port, rport, nproc;
+	char wkey[PHX_WAKE_KEY_HEX + 1];
+	unsigned port, rport, nproc, wport;
 };
 
 static int parse_fact(const char *s, struct fact *f)
@@ -301,6 +308,10 @@ static int parse_fact(const char *s, struct fact *f)
 		f->rport = (unsigned)json_object_get_int(v);
 	if (json_object_object_get_ex(o, "nproc", &v))
 		f->nproc = (unsigned)json_object_get_int(v);
+	if (json_object_object_get_ex(o, "wport", &v))
+		f->wport = (unsigned)json_object_get_int(v);
+	if (json_object_object_get_ex(o, "wkey", &v))
+		snprintf(f->wkey, sizeof(f->wkey), "%s", json_object_get_string(v));
 	rc = f->host[0] ? 0 : -1;
 out:
 	json_object_put(o);
@@ -425,6 +436,20 @@ static int check_facts(struct phx_agent *a, struct fact *f, size_t n)
 	return 0;
 }
 
+/* The wake-up's peers: every agent's port and address, agent 0's key. */
+static void wake_connect(struct phx_agent *a, const struct fact *f, size_t n)
+{
+	unsigned *ports = calloc(n, sizeof(*ports));
+
+	for (size_t i = 0; ports && i < n; i++)
+		ports[i] = f[i].wport;
+	if (ports && a->hosts && a->addrs)
+		phx_agent_wake_connect(a, ports, f[0].wkey);
+	else
+		phx_agent_wake_close(a);
+	free(ports);
+}
+
 /*
  * Where rank 0 runs: its node's first address, so no name lookup is needed.
  * The same for the role's rank 0, with the node's second port.
@@ -475,6 +500,7 @@ int phx_agent_wireup(struct phx_agent *a)
 		}
 		hosts[i] = facts[i].host;
 	}
+	a->up_ns[PHX_UP_WIRED] = phx_now_ns(CLOCK_REALTIME);
 	if (check_facts(a, facts, n) < 0 || place(a, hosts, facts) < 0)
 		goto out;
 	find_master(a, facts, n);
@@ -484,6 +510,7 @@ int phx_agent_wireup(struct phx_agent *a)
 		a->hosts[i] = strdup(facts[i].host);
 		a->addrs[i] = strdup(facts[i].addr[0] ? facts[i].addr : facts[i].host);
 	}
+	wake_connect(a, facts, n);
 	rc = 0;
 out:
 	for (size_t i = 0; values && i < n; i++)

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@
 #include "launcher/agent/agent_preempt.h"
 #include "launcher/agent/agent_rates.h"
 #include "launcher/agent/agent_result.h"
+#include "launcher/agent/agent_wake.h"
 #include "launcher/agent/agent_workers.h"
 
 #define GO_ON (-1) /* not an exit code: keep supervising */
@@ -498,6 +500,20 @@ static int start_round(struct phx_agent *a, enum phx_node_state *sent_state)
 	return GO_ON;
 }
 
+/* The first round's end: every node runs its workers. */
+static void startup_done(struct phx_agent *a)
+{
+	const uint64_t *t = a->up_ns;
+
+	a->up_ns[PHX_UP_AGREED] = phx_now_ns(CLOCK_REALTIME);
+	if (a->o->startup_times)
+		phx_info("start-up on %s, ns since the epoch: exec %" PRIu64 " pmix %" PRIu64
+			 " wireup %" PRIu64 " placed %" PRIu64 " spawned %" PRIu64
+			 " agreed %" PRIu64,
+			 a->node, t[PHX_UP_EXEC], t[PHX_UP_PMIX], t[PHX_UP_WIRED], t[PHX_UP_PLACED],
+			 t[PHX_UP_SPAWNED], t[PHX_UP_AGREED]);
+}
+
 static void on_shutdown(struct phx_agent *a, uint64_t *give_up_at)
 {
 	phx_info("stopping the workers on %s (signal %d)", a->node, a->shutdown_sig);
@@ -550,13 +566,19 @@ int phx_agent_supervise(struct phx_agent *a)
 			if (evidence)
 				phx_agent_evidence(a, evidence);
 			rc = decide(a, values, reports);
+			if (!a->up_ns[PHX_UP_AGREED])
+				startup_done(a);
 			next = phx_now_ns(CLOCK_MONOTONIC) + phx_agent_ckpt_round_gap(a, sync_ns);
 			continue;
 		}
-		/* News goes out at once; the others join at their next tick. */
-		if (!a->pmix.in_flight &&
-		    (phx_now_ns(CLOCK_MONOTONIC) >= next || news(a).state != sent_state)) {
-			rc = start_round(a, &sent_state);
+		/* News goes out at once, and wakes the others to join the round now. */
+		if (!a->pmix.in_flight) {
+			bool fresh = news(a).state != sent_state;
+
+			if (fresh || phx_agent_wake_due(a) || phx_now_ns(CLOCK_MONOTONIC) >= next)
+				rc = start_round(a, &sent_state);
+			if (fresh && rc == GO_ON)
+				phx_agent_wake_send(a, a->rounds);
 		}
 		/* The evidence while the news travels, before anything stops the worker. */
 		if (evidence)

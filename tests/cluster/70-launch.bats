@@ -207,6 +207,18 @@ $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
 	no_leftovers "$PROBE"
 }
 
+@test "a dead worker wakes the other agents: they stop it all long before their next round's tick" {
+	# Rounds only every minute: without the wake-up the other nodes would
+	# go on until then, and timeout would end the step first (124).
+	run --separate-stderr timeout 50 srun --mpi=pmix -N4 --ntasks-per-node=1 "$LAUNCH" \
+		--agent --nproc-per-node 1 --max-restarts 0 --term-timeout 1 \
+		--sync-interval-ms 60000 -- bash -c '[ "$RANK" = 3 ] && { sleep 2; exit 3; }; exec sleep 987652'
+	show_run
+	[ "$status" -eq 1 ]
+	grep -q 'rank 3 on node[0-9]* exited with code 3' <<<"$stderr"
+	no_leftovers 'sleep 987652'
+}
+
 @test "a hung worker (SIGSTOP) is detected, its stacks are printed, and all restart" {
 	local pid
 	start_probe --nproc-per-node 2 --max-restarts 1 --hang-timeout 3 -- \
