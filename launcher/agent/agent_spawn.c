@@ -245,6 +245,16 @@ static void handle_signals(struct phx_agent *a)
 			reap(a);
 			continue;
 		}
+		/*
+		 * The agreement may have brought the preemption here before this
+		 * agent's own signal (another node's woke it): once is enough.
+		 */
+		if (sig == a->o->preempt_sig && a->preempting) {
+			phx_info("signal %d (SIG%s): the workers had it already through the "
+				 "agreement",
+				 sig, sigabbrev_np(sig));
+			continue;
+		}
 		phx_info("forwarding signal %d (SIG%s) to the workers", sig, sigabbrev_np(sig));
 		phx_agent_forward(a, sig);
 		if (sig == a->o->preempt_sig)
