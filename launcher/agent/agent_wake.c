@@ -20,6 +20,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "common/hex.h"
 #include "common/log.h"
 #include "launcher/agent/agent.h"
@@ -80,16 +82,6 @@ const char *phx_agent_wake_key(const struct phx_agent *a)
 	return a->wake ? a->wake->key_hex : "";
 }
 
-/* Differs in time independent of where the keys differ. */
-static bool same_key(const uint8_t *x, const uint8_t *y)
-{
-	uint8_t diff = 0;
-
-	for (size_t i = 0; i < WAKE_KEY_LEN; i++)
-		diff |= x[i] ^ y[i];
-	return diff == 0;
-}
-
 static int wake_fd(void *ctx, short *events)
 {
 	struct phx_agent *a = ctx;
@@ -115,7 +107,7 @@ static void wake_handle(void *ctx, short revents)
 		if (n < 0)
 			return;
 		if (n != (ssize_t)sizeof(m) || memcmp(m.magic, WAKE_MAGIC, 4) ||
-		    !same_key(m.key, w->key))
+		    CRYPTO_memcmp(m.key, w->key, WAKE_KEY_LEN))
 			continue;
 		round = be64toh(m.round);
 		if (round == a->rounds + 1 && round > w->due)
