@@ -280,8 +280,6 @@ static int prepare(struct phx_agent *a)
 	for (unsigned i = 0; i < a->nproc; i++)
 		a->w[i].out_fd = a->w[i].err_fd = a->w[i].log_fd = -1;
 	rc = phx_agent_ckpt_setup(a);
-	phx_debug("start-up on %s: checkpoint set-up at %.1f ms", a->node,
-		  (double)(phx_now_ns(CLOCK_REALTIME) - a->up_ns[PHX_UP_EXEC]) / 1e6);
 	if (rc)
 		return rc;
 	phx_agent_ckptd_setup(a);
@@ -305,7 +303,12 @@ static int prepare(struct phx_agent *a)
 		return PHX_EXIT_SETUP;
 	}
 	phase_done(a, PHX_UP_SPAWNED, "workers started");
-	return 0;
+	rc = phx_agent_ckpt_agree(a);
+	phx_debug("start-up on %s: checkpoint restore agreed at %.1f ms", a->node,
+		  (double)(phx_now_ns(CLOCK_REALTIME) - a->up_ns[PHX_UP_EXEC]) / 1e6);
+	if (rc)
+		phx_agent_stop_all(a);
+	return rc;
 }
 
 static void cleanup(struct phx_agent *a)

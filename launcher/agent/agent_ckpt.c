@@ -1151,9 +1151,7 @@ static int agree_restore(struct phx_agent *a, struct phx_ckpt *c, long *out)
 
 int phx_agent_ckpt_setup(struct phx_agent *a)
 {
-	struct phx_agent_source source = { .fd = dispatch_fd, .handle = dispatch, .ctx = a };
 	struct phx_ckpt *c = calloc(1, sizeof(*c));
-	long restored = -1;
 
 	if (!c)
 		goto oom;
@@ -1169,8 +1167,15 @@ int phx_agent_ckpt_setup(struct phx_agent *a)
 			  c->sock_dir[0] ? c->sock_dir : "TMPDIR", strerror(errno));
 		return PHX_EXIT_SETUP;
 	}
-	if (phx_agent_ckpt_partner_setup(a, c) < 0 || agree_restore(a, c, &restored) < 0)
-		return PHX_EXIT_PMIX;
+	return 0;
+oom:
+	phx_error("out of memory setting up checkpoints");
+	return PHX_EXIT_SETUP;
+}
+
+/* What every agent agreed to restore becomes each tier's committed generation. */
+static void take_restored(struct phx_agent *a, struct phx_ckpt *c, long restored)
+{
 	c->refused = restored == CK_REFUSED;
 	if (c->refused && a->pmix.me.rank == 0)
 		phx_error("the newest checkpoint cannot be restored onto this job's layout (the "
@@ -1191,14 +1196,24 @@ int phx_agent_ckpt_setup(struct phx_agent *a)
 	}
 	if (a->pmix.me.rank == 0 && restored >= 0)
 		phx_info("restoring checkpoint generation %ld (every shard verified)", restored);
-	if (ck_io_start(c) < 0)
-		goto oom;
+}
+
+int phx_agent_ckpt_agree(struct phx_agent *a)
+{
+	struct phx_agent_source source = { .fd = dispatch_fd, .handle = dispatch, .ctx = a };
+	struct phx_ckpt *c = a->ckpt;
+	long restored = -1;
+
+	if (phx_agent_ckpt_partner_setup(a, c) < 0 || agree_restore(a, c, &restored) < 0)
+		return PHX_EXIT_PMIX;
+	take_restored(a, c, restored);
+	if (ck_io_start(c) < 0) {
+		phx_error("out of memory setting up checkpoints");
+		return PHX_EXIT_SETUP;
+	}
 	if (phx_agent_pump_add(a, &source) < 0)
 		return PHX_EXIT_SETUP;
 	return 0;
-oom:
-	phx_error("out of memory setting up checkpoints");
-	return PHX_EXIT_SETUP;
 }
 
 void phx_agent_ckpt_fini(struct phx_agent *a)

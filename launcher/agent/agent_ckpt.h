@@ -12,10 +12,17 @@
 struct phx_agent;
 
 /*
- * After the wire-up, before the first workers: the workers' socket, the
- * tiers, what to restore; registers with the main loop. 0 or an exit code.
+ * After the wire-up, before the first workers: the tiers and the workers'
+ * socket, whose path the workers inherit. 0 or an exit code.
  */
 int phx_agent_ckpt_setup(struct phx_agent *a);
+/*
+ * Once the workers run: the partner copies and the generation every agent
+ * can restore (a gather), then registers with the main loop. Workers that
+ * ask to restore before then wait in the socket's backlog, so the agreement
+ * overlaps their start (their imports take far longer). 0 or an exit code.
+ */
+int phx_agent_ckpt_agree(struct phx_agent *a);
 void phx_agent_ckpt_fini(struct phx_agent *a);
 /* Appends "|STATE" to this agent's round report in buf. */
 void phx_agent_ckpt_round_value(struct phx_agent *a, char *buf, size_t len);
@@ -27,8 +34,7 @@ void phx_agent_ckpt_round_result(struct phx_agent *a, char **values);
  * every node (its commit and publication each take a round; every agent
  * sees the same save, so all speed up together).
  */
-unsigned long long phx_agent_ckpt_round_gap(const struct phx_agent *a,
-					    unsigned long long sync_ns);
+unsigned long long phx_agent_ckpt_round_gap(const struct phx_agent *a, unsigned long long sync_ns);
 /* Every worker finished: persist what is staged and commit it with the others (blocks). */
 void phx_agent_ckpt_finish(struct phx_agent *a);
 /* The workers were stopped for an in-job restart: drop what they left half done. */
