@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -91,10 +92,21 @@ static int newest_first(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* Removes the copies of rank on disk beyond the newest disk_keep generations. */
+void phx_partner_server_hold(struct phx_partner_server *s, uint64_t gen)
+{
+	__atomic_store_n(&s->hold_gen, gen, __ATOMIC_RELAXED);
+}
+
+/*
+ * Removes the copies of rank on disk beyond the newest disk_keep
+ * generations, but for the newest one at or below the held generation:
+ * the one a relaunch restores when the commits stopped.
+ */
 static void collect(struct phx_partner_server *s, uint32_t rank)
 {
 	unsigned keep = s->disk_keep > 2 ? s->disk_keep : 2;
+	uint64_t hold = __atomic_load_n(&s->hold_gen, __ATOMIC_RELAXED);
+	bool held = false;
 	unsigned long long gens[256];
 	char dir[4200], path[4500];
 	struct dirent *e;
@@ -114,7 +126,12 @@ static void collect(struct phx_partner_server *s, uint32_t rank)
 	if (d)
 		closedir(d);
 	qsort(gens, n, sizeof(gens[0]), newest_first);
-	for (size_t i = keep; i < n; i++) {
+	for (size_t i = 0; i < n; i++) {
+		bool restorable = hold && gens[i] <= hold && !held;
+
+		held |= restorable;
+		if (i < keep || restorable)
+			continue;
 		snprintf(path, sizeof(path), "%s/gen-%012llu.copy", dir, gens[i]);
 		unlink(path);
 	}

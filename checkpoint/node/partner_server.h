@@ -59,6 +59,12 @@ struct phx_partner_server {
 	int timeout_ms; /* a sender silent this long is dropped */
 	char dir[4096]; /* "" = memory only */
 	unsigned disk_keep; /* generations per rank kept in dir; 2 when less */
+	/*
+	 * The newest generation committed in the local tier (0: none), set by
+	 * phx_partner_server_hold(): its copy stays on disk however many newer
+	 * copies arrive, since a lost node stops the commits, not the copies.
+	 */
+	uint64_t hold_gen;
 	pthread_t thread;
 	pthread_mutex_t mu; /* guards store and the counters */
 	struct phx_partner_store store;
@@ -66,6 +72,9 @@ struct phx_partner_server {
 	unsigned long strangers; /* connections gone without a good header */
 	unsigned long evictions; /* connections pushed out for newer ones */
 };
+
+/* Keeps gen's copies on disk past disk_keep newer ones; any thread. */
+void phx_partner_server_hold(struct phx_partner_server *s, uint64_t gen);
 
 /*
  * The partner secret: HMAC-SHA256(job token, "phalanx-partner:v1"), the

@@ -779,6 +779,8 @@ static void commit_tier(struct phx_agent *a, enum phx_ckpt_tier t, long step)
 	struct ck_job *j;
 
 	c->committed[t] = step;
+	if (t == PHX_TIER_LOCAL)
+		phx_agent_ckpt_partner_hold(c, step);
 	if (a->pmix.me.rank == 0)
 		phx_info("checkpoint generation %ld committed in the %s tier on all %u nodes", step,
 			 phx_ckpt_tier_name(t), a->pmix.size);
@@ -1183,6 +1185,7 @@ static void take_restored(struct phx_agent *a, struct phx_ckpt *c, long restored
 			  "PHX_ELAYOUT rather than start from scratch");
 	restored = restored < 0 ? -1 : restored;
 	c->restored = restored;
+	phx_agent_ckpt_partner_hold(c, restored);
 	for (int t = 0; t < PHX_TIER_COUNT && restored >= 0; t++) {
 		c->committed[t] = restored;
 		if (t != PHX_TIER_MEMORY && c->dir[t][0])

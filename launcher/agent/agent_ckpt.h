@@ -47,5 +47,7 @@ void phx_agent_ckpt_restart(struct phx_agent *a);
  */
 struct phx_ckpt;
 int phx_agent_ckpt_partner_setup(struct phx_agent *a, struct phx_ckpt *c);
+/* step is committed in the local tier: this node keeps its partner copies of it. */
+void phx_agent_ckpt_partner_hold(struct phx_ckpt *c, long step);
 
 #endif

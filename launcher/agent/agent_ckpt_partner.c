@@ -446,6 +446,12 @@ static bool wanted(struct phx_agent *a, struct phx_ckpt *c)
 	return true;
 }
 
+void phx_agent_ckpt_partner_hold(struct phx_ckpt *c, long step)
+{
+	if (c->partner && c->partner->serving && step >= 0)
+		phx_partner_server_hold(&c->partner->srv, ck_gen_of(step));
+}
+
 int phx_agent_ckpt_partner_setup(struct phx_agent *a, struct phx_ckpt *c)
 {
 	size_t n = a->pmix.size;

@@ -8,8 +8,10 @@
 # moments of the recovery read from the job's output as they appear.
 #
 # The caller sets build (the build folder), lab (tests/cluster/lab), top
-# (the source tree) and dir (a scratch folder), and has a lab of 5 nodes up
-# with SLURM_CONF exported.
+# (the source tree) and dir (a scratch folder), and has a lab of
+# STORY_NODES + 1 nodes up (default 4 + 1) with SLURM_CONF exported.
+# STORY_WORKER (default: train.py, PyTorch DDP) and STORY_NPROC (default 2)
+# choose the workers; tests/bench/recovery --light runs a light one.
 
 story_now() { date +%s.%N; }
 story_elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
@@ -60,6 +62,8 @@ story_daemon_stop()
 # story_submit STEPS: the driver's batch job; sets STORY_JOB and STORY_OUT.
 story_submit()
 {
+	local worker=${STORY_WORKER:-/usr/bin/python3 $top/tests/demo/train.py --phalanx}
+
 	STORY_OUT=$dir/job.out
 	: >"$STORY_OUT"
 	cat >"$dir/job.sh" <<-JOB
@@ -67,11 +71,11 @@ story_submit()
 		export GLOO_SOCKET_IFNAME=eth0 PYTHONPATH=$top/checkpoint/python
 		export PHALANX_LIBRARY=$build/checkpoint/lib/.libs/libphalanx.so
 		exec $build/launcher/phalanx-launch --config $dir/phalanx.yaml --spares 1 \\
-			--nproc-per-node 2 -- /usr/bin/python3 $top/tests/demo/train.py --phalanx \\
+			--nproc-per-node ${STORY_NPROC:-2} -- $worker \\
 			--steps $1 --step-sleep 0.05 --mark-first
 	JOB
 	# --no-kill: a node's death must not end the job; the driver handles it.
-	STORY_JOB=$(sbatch --parsable --no-kill -N5 -J phx-story -o "$STORY_OUT" \
+	STORY_JOB=$(sbatch --parsable --no-kill -N$((${STORY_NODES:-4} + 1)) -J phx-story -o "$STORY_OUT" \
 		--open-mode=append "$dir/job.sh") && story_watch
 }
 

@@ -204,6 +204,48 @@ static void test_receive_keep_and_serve_again(void **state)
 	assert_int_equal(phx_scratch_remove(dir), 0);
 }
 
+/*
+ * A node died: the local tier's commits stopped at generation 2 while
+ * copies of newer generations kept coming. Generation 2, the one a
+ * relaunch restores, stays on disk past disk_keep (3) newer copies; the
+ * older ones go, and it goes too once a newer generation is held.
+ */
+static void test_held_generation_outlives_newer_copies(void **state)
+{
+	struct phx_partner_server s;
+	char dir[4096];
+	int fd;
+
+	(void)state;
+	assert_int_equal(phx_scratch_make(dir, sizeof(dir), "partner"), 0);
+	start(&s, dir);
+	phx_partner_server_hold(&s, 2);
+	fd = open_gen(&s, 1, 1);
+	for (uint64_t g = 2; g <= 7; g++)
+		send_gen(fd, s.secret, 1, g);
+	wait_for(&s, 7, 0);
+	assert_false(exists(dir, "rank-1/gen-000000000001.copy"));
+	assert_true(exists(dir, "rank-1/gen-000000000002.copy"));
+	assert_false(exists(dir, "rank-1/gen-000000000003.copy"));
+	assert_false(exists(dir, "rank-1/gen-000000000004.copy"));
+	for (uint64_t g = 5; g <= 7; g++) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "rank-1/gen-%012llu.copy", (unsigned long long)g);
+		assert_true(exists(dir, name));
+	}
+	phx_partner_server_hold(&s, 6);
+	send_gen(fd, s.secret, 1, 8);
+	close(fd);
+	wait_for(&s, 8, 0);
+	assert_false(exists(dir, "rank-1/gen-000000000002.copy"));
+	assert_false(exists(dir, "rank-1/gen-000000000005.copy"));
+	assert_true(exists(dir, "rank-1/gen-000000000006.copy"));
+	assert_true(exists(dir, "rank-1/gen-000000000008.copy"));
+	phx_partner_server_stop(&s);
+	assert_int_equal(phx_scratch_remove(dir), 0);
+}
+
 /* Another job's sender is refused and leaves nothing behind. */
 static void test_foreign_sender_refused(void **state)
 {
@@ -405,6 +447,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_secret_from_token),
 		cmocka_unit_test(test_receive_keep_and_serve_again),
+		cmocka_unit_test(test_held_generation_outlives_newer_copies),
 		cmocka_unit_test(test_foreign_sender_refused),
 		cmocka_unit_test(test_slow_peer_stalls_nobody),
 		cmocka_unit_test(test_connections_bounded_per_address),
