@@ -23,7 +23,7 @@ EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/gpu/set_de
 	tests/stack/debian13 tests/torch_env.bash tests/security/preauth_flood.py tests/security/token_holder.py \
 	tests/security/impostor_daemon.py tests/security/slow_partner.py \
 	tests/bench/placement tests/bench/lab-cycle tests/bench/ckpt tests/bench/ckpt-commit \
-	tests/bench/recovery tests/bench/launch tests/bench/launch_worker \
+	tests/bench/recovery tests/bench/launch tests/bench/launch_worker tests/bench/scale \
 	tests/bench/launch_worker.py tests/bench/recovery_worker.py tests/bench/ckpt_dcp.py tests/bench/dcp_reshard.py \
 	tests/cluster/lab tests/cluster/run tests/cluster/lib.bash tests/cluster/driver_jobs.bash \
 	tests/cluster/launch_probe.py tests/cluster/cuda_device.py tests/cluster/record_failure.py \
