@@ -119,8 +119,18 @@ story_watch()
 
 story_unwatch()
 {
+	[ -n "${STORY_WATCH:-}" ] || return 0
 	kill "$STORY_WATCH" 2>/dev/null
 	wait "$STORY_WATCH" 2>/dev/null
+	STORY_WATCH=
+}
+
+# For an exit trap: the watcher (which polls until every moment was seen)
+# and the daemon, whatever state the story stopped in.
+story_end()
+{
+	story_unwatch
+	story_daemon_stop
 }
 
 story_moment() { awk -v m="$1" '$1 == m { print $2 }' "$dir/moments"; }
