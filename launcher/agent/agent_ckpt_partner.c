@@ -51,7 +51,11 @@ struct announce {
 
 /* ------------------------------------------------------------ this node's copies */
 
-/* Newest copy per rank under dir/rank-R/ whose header verifies and whose generation published. */
+/*
+ * Every copy under dir/rank-R/ whose header verifies and whose generation
+ * this node's local tier published (rank, step pairs, at most cap): the
+ * plan may need an older one than the newest (plan_make).
+ */
 static size_t scan_held(const struct phx_ckpt *c, const struct ck_partner *p, unsigned long *rank,
 			long *step, size_t cap)
 {
@@ -68,14 +72,13 @@ static size_t scan_held(const struct phx_ckpt *c, const struct ck_partner *p, un
 		char sub[4500];
 		DIR *rd;
 		struct dirent *f;
-		long best = -1;
 
 		if (sscanf(e->d_name, "rank-%lu%n", &r, &end) != 1 || e->d_name[end] ||
 		    r >= c->world)
 			continue;
 		snprintf(sub, sizeof(sub), "%s/%s", p->dir, e->d_name);
 		rd = opendir(sub);
-		while (rd && (f = readdir(rd))) {
+		while (rd && (f = readdir(rd)) && n < cap) {
 			uint8_t buf[PHX_PARTNER_HDR_BYTES];
 			struct phx_partner_hdr h;
 			char path[4800], err[256];
@@ -93,16 +96,13 @@ static size_t scan_held(const struct phx_ckpt *c, const struct ck_partner *p, un
 						   sizeof(err)) < 0 ||
 			    h.rank != r || h.step > (uint64_t)LONG_MAX)
 				continue;
-			if ((long)h.step > best &&
-			    ck_published(c, PHX_TIER_LOCAL, (long)h.step, NULL))
-				best = (long)h.step;
+			if (ck_published(c, PHX_TIER_LOCAL, (long)h.step, NULL)) {
+				rank[n] = r;
+				step[n++] = (long)h.step;
+			}
 		}
 		if (rd)
 			closedir(rd);
-		if (best >= 0) {
-			rank[n] = r;
-			step[n++] = best;
-		}
 	}
 	if (d)
 		closedir(d);
@@ -135,13 +135,14 @@ static long local_newest(const struct phx_ckpt *c, unsigned long rank)
 static char *announce_text(struct phx_ckpt *c, struct ck_partner *p)
 {
 	size_t cap = 64 + 48 * (2 * (size_t)c->nproc + 8), len, nheld;
-	unsigned long *hr = calloc(c->world, sizeof(*hr));
-	long *hs = calloc(c->world, sizeof(*hs));
+	size_t most = c->world * (p->srv.disk_keep > 2 ? p->srv.disk_keep : 2);
+	unsigned long *hr = calloc(most, sizeof(*hr));
+	long *hs = calloc(most, sizeof(*hs));
 	char *s = malloc(cap);
 
 	if (!s || !hr || !hs)
 		goto fail;
-	nheld = scan_held(c, p, hr, hs, c->world);
+	nheld = scan_held(c, p, hr, hs, most);
 	cap += 48 * nheld;
 	free(s);
 	s = malloc(cap);
@@ -221,7 +222,7 @@ static void announce_free(struct announce *an, size_t n)
 /* ------------------------------------------------------------ the plan of the start */
 
 struct fetch_plan {
-	long *best; /* [world]: the newest kept copy of each rank, -1 */
+	long *best; /* [world]: the kept copy of each rank to send, -1 */
 	unsigned *keeper; /* [world]: the agent keeping it */
 	unsigned *runner; /* [world]: the agent running the rank now */
 	long *have; /* [world]: the newest its runner has locally */
@@ -235,9 +236,37 @@ static void plan_free(struct fetch_plan *f)
 	free(f->have);
 }
 
+/* Each rank's newest kept copy at or below bound, and its keeper (the lowest agent on ties). */
+static void plan_pick(const struct phx_ckpt *c, const struct announce *an, size_t n, long bound,
+		      struct fetch_plan *f)
+{
+	for (unsigned long r = 0; r < c->world; r++)
+		f->best[r] = -1;
+	for (size_t k = 0; k < n; k++) {
+		for (size_t i = 0; i < an[k].nheld; i++) {
+			unsigned long r = an[k].held_rank[i];
+			long step = an[k].held_step[i];
+
+			if (r < c->world && an[k].port && step <= bound && step > f->best[r]) {
+				f->best[r] = step;
+				f->keeper[r] = (unsigned)k;
+			}
+		}
+	}
+}
+
+/*
+ * What each node receives before the restore agreement. The agreement
+ * settles on the newest generation every rank has somewhere (the nodes'
+ * tiers publish at their own pace, so the keepers' newest copies differ):
+ * send each rank's copy of that one, not its newest, or a rank whose node
+ * moved would hold only a generation the others cannot match.
+ */
 static int plan_make(const struct phx_ckpt *c, const struct announce *an, size_t n,
 		     struct fetch_plan *f)
 {
+	long all = LONG_MAX;
+
 	f->best = malloc(c->world * sizeof(*f->best));
 	f->have = malloc(c->world * sizeof(*f->have));
 	f->keeper = calloc(c->world, sizeof(*f->keeper));
@@ -245,17 +274,8 @@ static int plan_make(const struct phx_ckpt *c, const struct announce *an, size_t
 	if (!f->best || !f->have || !f->keeper || !f->runner)
 		return -1;
 	for (unsigned long r = 0; r < c->world; r++)
-		f->best[r] = f->have[r] = -1;
+		f->have[r] = -1;
 	for (size_t k = 0; k < n; k++) {
-		for (size_t i = 0; i < an[k].nheld; i++) {
-			unsigned long r = an[k].held_rank[i];
-
-			/* Ties go to the lowest agent: every agent picks the same keeper. */
-			if (r < c->world && an[k].port && an[k].held_step[i] > f->best[r]) {
-				f->best[r] = an[k].held_step[i];
-				f->keeper[r] = (unsigned)k;
-			}
-		}
 		for (size_t i = 0; i < an[k].nlocal; i++) {
 			unsigned long r = an[k].local_rank[i];
 
@@ -265,6 +285,15 @@ static int plan_make(const struct phx_ckpt *c, const struct announce *an, size_t
 			}
 		}
 	}
+	plan_pick(c, an, n, LONG_MAX, f);
+	for (unsigned long r = 0; r < c->world; r++) {
+		long newest = f->best[r] > f->have[r] ? f->best[r] : f->have[r];
+
+		all = newest < all ? newest : all;
+	}
+	/* A rank with nothing anywhere: no generation is whole; keep the newest copies. */
+	if (all >= 0)
+		plan_pick(c, an, n, all, f);
 	return 0;
 }
 
