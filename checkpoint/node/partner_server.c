@@ -92,6 +92,11 @@ static int newest_first(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
+unsigned phx_partner_server_disk_keep(const struct phx_partner_server *s)
+{
+	return s->disk_keep > 2 ? s->disk_keep : 2;
+}
+
 void phx_partner_server_hold(struct phx_partner_server *s, uint64_t gen)
 {
 	__atomic_store_n(&s->hold_gen, gen, __ATOMIC_RELAXED);
@@ -104,7 +109,7 @@ void phx_partner_server_hold(struct phx_partner_server *s, uint64_t gen)
  */
 static void collect(struct phx_partner_server *s, uint32_t rank)
 {
-	unsigned keep = s->disk_keep > 2 ? s->disk_keep : 2;
+	unsigned keep = phx_partner_server_disk_keep(s);
 	uint64_t hold = __atomic_load_n(&s->hold_gen, __ATOMIC_RELAXED);
 	bool held = false;
 	unsigned long long gens[256];

@@ -73,6 +73,8 @@ struct phx_partner_server {
 	unsigned long evictions; /* connections pushed out for newer ones */
 };
 
+/* The generations per rank kept on disk besides the held one: disk_keep, at least 2. */
+unsigned phx_partner_server_disk_keep(const struct phx_partner_server *s);
 /* Keeps gen's copies on disk past disk_keep newer ones; any thread. */
 void phx_partner_server_hold(struct phx_partner_server *s, uint64_t gen);
 

@@ -135,7 +135,8 @@ static long local_newest(const struct phx_ckpt *c, unsigned long rank)
 static char *announce_text(struct phx_ckpt *c, struct ck_partner *p)
 {
 	size_t cap = 64 + 48 * (2 * (size_t)c->nproc + 8), len, nheld;
-	size_t most = c->world * (p->srv.disk_keep > 2 ? p->srv.disk_keep : 2);
+	/* Per rank, the newest disk_keep copies and the held one. */
+	size_t most = c->world * (phx_partner_server_disk_keep(&p->srv) + 1);
 	unsigned long *hr = calloc(most, sizeof(*hr));
 	long *hs = calloc(most, sizeof(*hs));
 	char *s = malloc(cap);
