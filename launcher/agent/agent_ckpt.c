@@ -1211,7 +1211,8 @@ int phx_agent_ckpt_agree(struct phx_agent *a)
 		return PHX_EXIT_PMIX;
 	take_restored(a, c, restored);
 	if (ck_io_start(c) < 0) {
-		phx_error("out of memory setting up checkpoints");
+		phx_error("cannot start the checkpoint writer threads: out of memory or of "
+			  "processes (see ulimit -u and the cgroup's pids.max)");
 		return PHX_EXIT_SETUP;
 	}
 	if (phx_agent_pump_add(a, &source) < 0)

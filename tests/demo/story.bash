@@ -22,6 +22,8 @@ story_daemon_start()
 	local lab_dir id=${PHX_LAB_ID:-0}
 	lab_dir=$(dirname "$(dirname "$SLURM_CONF")")
 	STORY_ADDR=10.77.$id.1:$((17708 + 10 * id))
+	# The lab's own metrics port: another daemon may hold the default.
+	STORY_METRICS=127.0.0.1:$((17709 + 10 * id))
 	STORY_SOCK=$dir/ckptd.sock
 	cat >"$dir/daemon.yaml" <<-YAML
 		recovery:
@@ -31,7 +33,7 @@ story_daemon_start()
 	YAML
 	"$build/checkpoint/ckptd/phalanx-ckptd" -c "$dir/daemon.yaml" --listen "$STORY_ADDR" \
 		--socket "$STORY_SOCK" --state-dir "$dir/ckptd" --key "$lab_dir/etc/phalanx.key" \
-		>>"$dir/daemon.log" 2>&1 &
+		--metrics "$STORY_METRICS" >>"$dir/daemon.log" 2>&1 &
 	STORY_DAEMON=$!
 	for _ in $(seq 100); do
 		[ -S "$STORY_SOCK" ] && break
