@@ -180,6 +180,8 @@ static const struct conf_key keys[] = {
 	  "copy each shard saved to checkpoint.local_dir to a partner node" },
 	{ "launcher.hang_timeout", K_SECONDS, OFF(launcher.hang_timeout_s), 10, 86400, NULL, "600",
 	  0, "seconds without a heartbeat before ranks count as hung" },
+	{ "launcher.peer_timeout_ms", K_INT, OFF(launcher.peer_timeout_ms), 0, 600000, NULL, "600",
+	  0, "milliseconds without an agent's beats before its node counts as lost; 0 = off" },
 	{ "launcher.max_restarts", K_INT, OFF(launcher.max_restarts), 0, 1000, NULL, "3", 0,
 	  "in-job restarts before the launcher gives up" },
 	{ "launcher.spares", K_INT, OFF(launcher.spares), 0, 100000, NULL, "0", 0,
@@ -227,7 +229,8 @@ static const struct conf_key keys[] = {
 	{ "users.settable", K_KEYLIST, OFF(users.settable), 0, NAME_LEN, NULL,
 	  "log_level,checkpoint.keep,checkpoint.interval,checkpoint.shared_dir,"
 	  "checkpoint.shared_every,checkpoint.local_every,checkpoint.digest,"
-	  "launcher.hang_timeout,launcher.max_restarts,launcher.max_relaunches,"
+	  "launcher.hang_timeout,launcher.peer_timeout_ms,launcher.max_restarts,"
+	  "launcher.max_relaunches,"
 	  "launcher.same_failure_limit,launcher.straggler_threshold,"
 	  "launcher.straggler_window,launcher.straggler_min_steps,launcher.preflight,"
 	  "launcher.log_time",

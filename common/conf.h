@@ -97,6 +97,7 @@ struct phx_conf {
 	} recovery;
 	struct {
 		int hang_timeout_s;
+		int peer_timeout_ms; /* agent silent this long: its node is lost; 0: off */
 		int max_restarts;
 		int spares; /* driver mode */
 		int max_relaunches;

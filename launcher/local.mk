@@ -1,13 +1,15 @@
 # launcher/: phalanx-launch. This folder's library is what both modes share
 # and what needs no process: options, roles, restart decisions, straggler
-# statistics, the workers' environment, output lines and the agents' result
-# lines; agent/ runs a node's workers, driver/ runs the job's steps.
+# statistics, the agents' liveness watch, the workers' environment, output
+# lines and the agents' result lines; agent/ runs a node's workers, driver/
+# runs the job's steps.
 noinst_LTLIBRARIES += launcher/libphxlaunch.la
 launcher_libphxlaunch_la_SOURCES = launcher/launch.h \
 	launcher/options.c launcher/options_driver.c launcher/options.h \
 	launcher/role.c launcher/role.h launcher/restart.c launcher/restart.h \
 	launcher/straggler.c launcher/straggler.h launcher/env.c launcher/env.h \
-	launcher/output.c launcher/output.h launcher/result.c launcher/result.h
+	launcher/output.c launcher/output.h launcher/result.c launcher/result.h \
+	launcher/liveness.c launcher/liveness.h
 
 bin_PROGRAMS += launcher/phalanx-launch
 launcher_phalanx_launch_SOURCES = launcher/launch.c

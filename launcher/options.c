@@ -23,6 +23,7 @@ enum {
 	OPT_RESTARTS,
 	OPT_TERM,
 	OPT_SYNC,
+	OPT_PEER_TIMEOUT,
 	OPT_EVIDENCE,
 	OPT_LOGDIR,
 	OPT_RUNID,
@@ -51,6 +52,7 @@ static const struct option agent_opts[] = {
 	{ "max-restarts", required_argument, NULL, OPT_RESTARTS },
 	{ "term-timeout", required_argument, NULL, OPT_TERM },
 	{ "sync-interval-ms", required_argument, NULL, OPT_SYNC },
+	{ "peer-timeout-ms", required_argument, NULL, OPT_PEER_TIMEOUT },
 	{ "evidence-timeout", required_argument, NULL, OPT_EVIDENCE },
 	{ "log-dir", required_argument, NULL, OPT_LOGDIR },
 	{ "run-id", required_argument, NULL, OPT_RUNID },
@@ -95,6 +97,8 @@ void phx_launch_usage(FILE *out)
 		"  --max-restarts N        in-step restarts of all workers before giving up\n"
 		"  --term-timeout SECONDS  TERM to KILL when stopping workers (default 10)\n"
 		"  --sync-interval-ms MS   between agreement rounds of the agents (default 1000)\n"
+		"  --peer-timeout-ms MS    an agent silent this long: its node is lost (0: off,\n"
+		"                          leave it to Slurm; default 600)\n"
 		"  --evidence-timeout S    per tool when capturing a hung worker (default 20)\n"
 		"  --log-dir DIR           per-rank log files and error files\n"
 		"  --run-id ID             TORCHELASTIC_RUN_ID (default JOBID.STEPID)\n"
@@ -149,12 +153,25 @@ static int parse_seconds(const char *opt, const char *s, long min, long max, int
 	return 0;
 }
 
+/* 0 (off) or at least 100 ms: beats go out every sixth of it, not faster than a scheduler tick. */
+static int parse_peer_timeout(const char *s, int *out, char *err, size_t errlen)
+{
+	if (parse_int("peer-timeout-ms", s, 0, 600000, out, err, errlen) < 0)
+		return -1;
+	if (*out && *out < 100)
+		return phx_errf(err, errlen,
+				"--peer-timeout-ms %d is too short: use 0 (off) or 100..600000 ms",
+				*out);
+	return 0;
+}
+
 static void defaults(struct phx_launch_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	phx_driver_defaults(&o->driver);
 	o->place = PHX_PLACE_TOPO;
 	o->hang_timeout_s = -1;
+	o->peer_timeout_ms = -1;
 	o->max_restarts = -1;
 	o->term_timeout_s = 10;
 	o->sync_ms = 1000;
@@ -247,6 +264,8 @@ static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *er
 		return parse_seconds("term-timeout", arg, 0, 3600, &o->term_timeout_s, err, errlen);
 	case OPT_SYNC:
 		return parse_int("sync-interval-ms", arg, 10, 60000, &o->sync_ms, err, errlen);
+	case OPT_PEER_TIMEOUT:
+		return parse_peer_timeout(arg, &o->peer_timeout_ms, err, errlen);
 	case OPT_EVIDENCE:
 		return parse_seconds("evidence-timeout", arg, 1, 600, &o->evidence_timeout_s, err,
 				     errlen);
@@ -406,6 +425,11 @@ void phx_launch_apply_conf(struct phx_launch_opts *o, const struct phx_conf *con
 		o->log_time = conf->launcher.log_time;
 	if (o->hang_timeout_s < 0)
 		o->hang_timeout_s = conf->launcher.hang_timeout_s;
+	if (o->peer_timeout_ms < 0)
+		o->peer_timeout_ms = conf->launcher.peer_timeout_ms;
+	/* The option's floor for phalanx.yaml's value too. */
+	if (o->peer_timeout_ms > 0 && o->peer_timeout_ms < 100)
+		o->peer_timeout_ms = 100;
 	if (o->max_restarts < 0)
 		o->max_restarts = conf->launcher.max_restarts;
 	if (o->straggler_pct < 0)

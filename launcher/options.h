@@ -78,6 +78,7 @@ struct phx_launch_opts {
 	const char *layout; /* NULL: "dp=*" */
 	enum phx_place_mode place;
 	int hang_timeout_s; /* -1: launcher.hang_timeout */
+	int peer_timeout_ms; /* -1: launcher.peer_timeout_ms; 0: off */
 	int max_restarts; /* -1: launcher.max_restarts */
 	int term_timeout_s; /* TERM to KILL */
 	int sync_ms; /* between agreement rounds */

@@ -270,3 +270,29 @@ int phx_srun_line_parse(const char *line, size_t len, char *node, size_t nodelen
 	node[n] = '\0';
 	return 2;
 }
+
+int phx_lost_format(const char *node, unsigned long ms, const char *by, char *buf, size_t len)
+{
+	return snprintf(buf, len,
+			PHX_LOST_PREFIX "%s: no beat from its agent for %lu ms (watched from %s); "
+					"the node is dead, hung or cut off\n",
+			node, ms, by);
+}
+
+int phx_lost_parse(const char *line, size_t len, char *node, size_t nodelen)
+{
+	const char *p = line + sizeof(PHX_LOST_PREFIX) - 1, *end = line + len, *colon;
+	size_t n;
+
+	if (!starts(line, end, PHX_LOST_PREFIX))
+		return -1;
+	colon = memchr(p, ':', (size_t)(end - p));
+	if (!colon)
+		return -1;
+	n = (size_t)(colon - p);
+	if (n >= nodelen || !host_ok(p, n))
+		return -1;
+	memcpy(node, p, n);
+	node[n] = '\0';
+	return 0;
+}

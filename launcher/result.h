@@ -43,4 +43,16 @@ int phx_result_parse(const char *line, size_t len, struct phx_result *r);
  */
 int phx_srun_line_parse(const char *line, size_t len, char *node, size_t nodelen);
 
+/*
+ * The line an agent prints when an agent it watches stopped beating
+ * (launcher/liveness.h):
+ *   phalanx: lost NODE: no beat from its agent for MS ms (watched from BY) ...
+ * NODE and BY are host names as Slurm gives them.
+ */
+#define PHX_LOST_PREFIX "phalanx: lost "
+/* The whole line with a newline; returns snprintf's value. */
+int phx_lost_format(const char *node, unsigned long ms, const char *by, char *buf, size_t len);
+/* A line (without or with its newline): 0 and the lost node, or -1. */
+int phx_lost_parse(const char *line, size_t len, char *node, size_t nodelen);
+
 #endif

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * The agents' wake-up: see agent_wake.h. One UDP socket per agent; a wake
- * is a fixed 32-byte datagram (magic, round, key) sent to every other
- * agent, O(nodes) datagrams per piece of news. A receiver keeps only the
- * round right after its own: no agent can be more than one round ahead of
- * another, since a round is a fence every agent enters.
+ * The agents' UDP channel: see agent_wake.h. One socket per agent, read by
+ * one thread of its own, so that beats go out and are heard while the main
+ * loop is busy (a spawn, a restore, a slow file system). Every datagram is
+ * a fixed 32-byte message (magic, sender, round, key):
+ *   wake: sent to every other agent, O(nodes) per piece of news. Only a
+ *         round later than any heard counts: no agent can be more than one
+ *         round ahead of another, since a round is a fence every agent enters.
+ *   beat: every timeout/PHX_LIVENESS_BEATS to the agents that watch this one
+ *         (launcher/liveness.h); "end" when this agent exits on its own.
  */
 #include "config.h"
 
@@ -13,38 +17,55 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
 
+#include "common/clock.h"
 #include "common/hex.h"
 #include "common/log.h"
+#include "launcher/liveness.h"
+#include "launcher/options.h"
+#include "launcher/result.h"
 #include "launcher/agent/agent.h"
 #include "launcher/agent/agent_wake.h"
 
-#define WAKE_MAGIC "PHXW"
 #define WAKE_KEY_LEN (PHX_WAKE_KEY_HEX / 2)
+
+static const char magic_wake[4] = "PHXW", magic_beat[4] = "PHXB", magic_end[4] = "PHXE";
 
 struct wake_msg {
 	char magic[4];
-	uint32_t zero;
-	uint64_t round; /* big-endian */
+	uint32_t from; /* big-endian agent rank */
+	uint64_t round; /* big-endian, wakes only */
 	uint8_t key[WAKE_KEY_LEN];
 };
 
 struct phx_agent_wake {
 	int fd;
+	int news_fd; /* eventfd: the thread heard a wake, for the main loop */
+	int stop_fd; /* eventfd: the main loop asks the thread to end */
 	unsigned port;
 	uint8_t key[WAKE_KEY_LEN]; /* the step's, once connected */
 	char key_hex[PHX_WAKE_KEY_HEX + 1]; /* this agent's own */
-	struct sockaddr_in *peers; /* [npeers], the other agents */
-	size_t npeers;
-	unsigned long due; /* the latest round another agent said it started */
+	struct sockaddr_in *peers; /* [size] by agent rank; sin_port 0: none */
+	uint32_t me, size;
+	char *const *hosts; /* the agent's, for the lost lines */
+	const char *node;
+	atomic_ulong due; /* the latest round another agent said it started */
+	struct phx_liveness live; /* the thread's only */
+	bool watching; /* beats on (a timeout, and peers) */
+	bool threaded;
+	pthread_t thread;
 };
 
 void phx_agent_wake_open(struct phx_agent *a)
@@ -55,16 +76,18 @@ void phx_agent_wake_open(struct phx_agent *a)
 
 	if (!w)
 		return;
+	w->news_fd = w->stop_fd = -1;
 	w->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (w->fd < 0 || bind(w->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
 	    getsockname(w->fd, (struct sockaddr *)&sa, &len) < 0 ||
-	    getrandom(w->key, sizeof(w->key), 0) != (ssize_t)sizeof(w->key)) {
+	    getrandom(w->key, sizeof(w->key), 0) != (ssize_t)sizeof(w->key) ||
+	    (w->news_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
+	    (w->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
 		phx_info("no wake-up socket on %s (%s): the agents hear of failures at their "
-			 "next --sync-interval-ms tick",
+			 "next --sync-interval-ms tick, and of its death from Slurm",
 			 a->node, strerror(errno));
-		if (w->fd >= 0)
-			close(w->fd);
-		free(w);
+		a->wake = w;
+		phx_agent_wake_close(a);
 		return;
 	}
 	w->port = ntohs(sa.sin_port);
@@ -82,37 +105,109 @@ const char *phx_agent_wake_key(const struct phx_agent *a)
 	return a->wake ? a->wake->key_hex : "";
 }
 
-static int wake_fd(void *ctx, short *events)
+static void send_to(struct phx_agent_wake *w, uint32_t rank, const char *magic, uint64_t round)
 {
-	struct phx_agent *a = ctx;
+	struct wake_msg m = { .from = htobe32(w->me), .round = htobe64(round) };
 
-	*events = POLLIN;
-	return a->wake->fd;
+	if (rank == w->me || !w->peers[rank].sin_port)
+		return;
+	memcpy(m.magic, magic, sizeof(m.magic));
+	memcpy(m.key, w->key, sizeof(m.key));
+	/* Best effort: a lost wake leaves that agent to its tick, a lost beat is one of several. */
+	(void)sendto(w->fd, &m, sizeof(m), MSG_DONTWAIT, (struct sockaddr *)&w->peers[rank],
+		     sizeof(w->peers[rank]));
 }
 
-static void wake_handle(void *ctx, short revents)
+static void beat(struct phx_agent_wake *w, const char *magic)
 {
-	struct phx_agent *a = ctx;
-	struct phx_agent_wake *w = a->wake;
+	for (unsigned i = 0; i < w->live.n; i++)
+		send_to(w, phx_liveness_target(&w->live, i), magic, 0);
+}
+
+static void heard_wake(struct phx_agent_wake *w, uint64_t round)
+{
+	unsigned long due = atomic_load(&w->due);
+	uint64_t one = 1;
+
+	while (round > due) {
+		if (atomic_compare_exchange_weak(&w->due, &due, (unsigned long)round)) {
+			if (write(w->news_fd, &one, sizeof(one)) < 0)
+				phx_debug("wake-up: cannot tell the main loop: %s",
+					  strerror(errno));
+			return;
+		}
+	}
+}
+
+/* Bounded: a flood is read in batches, one datagram costs one compare. */
+static void receive(struct phx_agent_wake *w)
+{
 	struct wake_msg m;
-	ssize_t n;
 
-	if (!(revents & POLLIN))
-		return;
-	/* Bounded: a flood is read in batches, one datagram costs one compare. */
 	for (int i = 0; i < 64; i++) {
-		uint64_t round;
+		ssize_t n = recv(w->fd, &m, sizeof(m), MSG_TRUNC);
+		bool end;
 
-		n = recv(w->fd, &m, sizeof(m), MSG_TRUNC);
 		if (n < 0)
 			return;
-		if (n != (ssize_t)sizeof(m) || memcmp(m.magic, WAKE_MAGIC, 4) ||
-		    CRYPTO_memcmp(m.key, w->key, WAKE_KEY_LEN))
+		if (n != (ssize_t)sizeof(m) || CRYPTO_memcmp(m.key, w->key, WAKE_KEY_LEN))
 			continue;
-		round = be64toh(m.round);
-		if (round == a->rounds + 1 && round > w->due)
-			w->due = round;
+		if (!memcmp(m.magic, magic_wake, 4)) {
+			heard_wake(w, be64toh(m.round));
+			continue;
+		}
+		end = !memcmp(m.magic, magic_end, 4);
+		if ((end || !memcmp(m.magic, magic_beat, 4)) && w->watching)
+			phx_liveness_heard(&w->live, be32toh(m.from), end,
+					   phx_now_ns(CLOCK_MONOTONIC));
 	}
+}
+
+/* One line per silent agent, in one write: the driver reads them from srun's stderr. */
+static void report_silent(struct phx_agent_wake *w, uint64_t now)
+{
+	uint64_t quiet;
+	long r;
+
+	while ((r = phx_liveness_silent(&w->live, now, &quiet)) >= 0) {
+		char line[1024];
+		int n = phx_lost_format(w->hosts[r], (unsigned long)(quiet / 1000000u), w->node,
+					line, sizeof(line));
+
+		if (n > 0 && (size_t)n < sizeof(line) && write(STDERR_FILENO, line, (size_t)n) < 0)
+			return;
+	}
+}
+
+static void *watch_thread(void *arg)
+{
+	struct phx_agent_wake *w = arg;
+	uint64_t interval = phx_liveness_interval(&w->live), next = 0;
+
+	for (;;) {
+		struct pollfd pf[2] = { { w->fd, POLLIN, 0 }, { w->stop_fd, POLLIN, 0 } };
+		uint64_t now = phx_now_ns(CLOCK_MONOTONIC);
+		int timeout = -1;
+
+		if (w->watching) {
+			if (now >= next) {
+				beat(w, magic_beat);
+				next = now + interval;
+			}
+			report_silent(w, now);
+			timeout = (int)((next - now + 999999u) / 1000000u);
+		}
+		if (poll(pf, 2, timeout) < 0 && errno != EINTR)
+			break;
+		if (pf[1].revents)
+			break;
+		if (pf[0].revents & POLLIN)
+			receive(w);
+	}
+	/* Ending on its own: the watchers are not to take the silence for a death. */
+	if (w->watching)
+		beat(w, magic_end);
+	return NULL;
 }
 
 static int resolve(const char *addr, unsigned port, struct sockaddr_in *out)
@@ -127,12 +222,44 @@ static int resolve(const char *addr, unsigned port, struct sockaddr_in *out)
 	return 0;
 }
 
+/* The main loop's source: -1 once the wake-up is closed (sources stay registered). */
+static int news_fd(void *ctx, short *events)
+{
+	struct phx_agent *a = ctx;
+
+	*events = POLLIN;
+	return a->wake ? a->wake->news_fd : -1;
+}
+
+static void news_handle(void *ctx, short revents)
+{
+	struct phx_agent *a = ctx;
+	uint64_t n;
+
+	if (a->wake && (revents & POLLIN) && read(a->wake->news_fd, &n, sizeof(n)) < 0)
+		phx_debug("wake-up: %s", strerror(errno));
+}
+
+/* Beats on when asked for and someone is there to watch; every agent gets the same answer. */
+static void watch_start(struct phx_agent *a, struct phx_agent_wake *w)
+{
+	unsigned timeout_ms = (unsigned)a->o->peer_timeout_ms;
+
+	phx_liveness_init(&w->live, w->me, w->size, (uint64_t)timeout_ms * 1000000u,
+			  phx_now_ns(CLOCK_MONOTONIC));
+	w->watching = timeout_ms && w->live.n;
+	if (w->watching && a->pmix.me.rank == 0)
+		phx_info("the agents watch each other: a node whose agent is silent for %u ms is "
+			 "lost (--peer-timeout-ms)",
+			 timeout_ms);
+}
+
 void phx_agent_wake_connect(struct phx_agent *a, const unsigned *ports, const char *key)
 {
 	struct phx_agent_wake *w = a->wake;
 	struct phx_agent_source source = {
-		.fd = wake_fd,
-		.handle = wake_handle,
+		.fd = news_fd,
+		.handle = news_handle,
 		.ctx = a,
 	};
 
@@ -143,49 +270,61 @@ void phx_agent_wake_connect(struct phx_agent *a, const unsigned *ports, const ch
 	w->peers = calloc(a->pmix.size, sizeof(*w->peers));
 	if (!w->peers)
 		goto off;
+	w->me = a->pmix.me.rank;
+	w->size = a->pmix.size;
+	w->hosts = a->hosts;
+	w->node = a->node;
 	for (uint32_t r = 0; r < a->pmix.size; r++) {
-		if (r != a->pmix.me.rank &&
-		    resolve(a->addrs[r], ports[r], &w->peers[w->npeers]) == 0)
-			w->npeers++;
+		if (r != w->me && resolve(a->addrs[r], ports[r], &w->peers[r]) < 0)
+			w->peers[r].sin_port = 0;
 	}
+	watch_start(a, w);
 	if (phx_agent_pump_add(a, &source) < 0)
+		goto off;
+	w->threaded = pthread_create(&w->thread, NULL, watch_thread, w) == 0;
+	if (!w->threaded)
 		goto off;
 	return;
 off:
 	if (a->pmix.me.rank == 0)
 		phx_info("the agents have no wake-up: they hear of failures at their next "
-			 "--sync-interval-ms tick");
+			 "--sync-interval-ms tick, and of a node's death from Slurm");
 	phx_agent_wake_close(a);
 }
 
 void phx_agent_wake_send(struct phx_agent *a, unsigned long round)
 {
 	struct phx_agent_wake *w = a->wake;
-	struct wake_msg m = { .zero = 0 };
 
-	if (!w)
+	if (!w || !w->peers)
 		return;
-	memcpy(m.magic, WAKE_MAGIC, sizeof(m.magic));
-	m.round = htobe64(round);
-	memcpy(m.key, w->key, sizeof(m.key));
-	/* Best effort: a lost wake only leaves that agent to its tick. */
-	for (size_t i = 0; i < w->npeers; i++)
-		(void)sendto(w->fd, &m, sizeof(m), MSG_DONTWAIT, (struct sockaddr *)&w->peers[i],
-			     sizeof(w->peers[i]));
+	for (uint32_t r = 0; r < w->size; r++)
+		send_to(w, r, magic_wake, round);
 }
 
 bool phx_agent_wake_due(const struct phx_agent *a)
 {
-	return a->wake && a->wake->due == a->rounds + 1;
+	return a->wake && atomic_load(&a->wake->due) == a->rounds + 1;
 }
 
 void phx_agent_wake_close(struct phx_agent *a)
 {
 	struct phx_agent_wake *w = a->wake;
+	uint64_t one = 1;
 
 	if (!w)
 		return;
-	close(w->fd);
+	if (w->threaded) {
+		if (write(w->stop_fd, &one, sizeof(one)) < 0)
+			phx_debug("wake-up: cannot stop its thread: %s", strerror(errno));
+		pthread_join(w->thread, NULL);
+	}
+	if (w->fd >= 0)
+		close(w->fd);
+	if (w->news_fd >= 0)
+		close(w->news_fd);
+	if (w->stop_fd >= 0)
+		close(w->stop_fd);
 	free(w->peers);
 	free(w);
 	a->wake = NULL;

@@ -89,6 +89,7 @@ struct step {
 	unsigned new_bad;
 	bool killed; /* by the driver, for a bad node */
 	bool lost; /* srun reported an agent killed or a node failure */
+	bool silent; /* ... or an agent reported the vanished node's agent silent */
 	bool launch_failed; /* srun said the step's launch failed */
 	int status;
 	uint32_t step_id; /* NO_VAL until looked up */
@@ -293,11 +294,21 @@ static void on_line(void *arg, const char *line, size_t len)
 			s->have_result = true;
 		return;
 	}
+	if (phx_lost_parse(line, len, node, sizeof(node)) == 0) {
+		/* The first node named lost; a watcher cut off itself names the others later. */
+		if (!s->vanished[0]) {
+			snprintf(s->vanished, sizeof(s->vanished), "%s", node);
+			s->silent = true;
+		}
+		s->lost = true;
+		return;
+	}
 	kind = phx_srun_line_parse(line, len, node, sizeof(node));
 	if (kind == 3)
 		s->launch_failed = true;
 	if ((kind == 2 && !s->vanished[0]) || kind == 1) {
 		snprintf(s->vanished, sizeof(s->vanished), "%s", node);
+		s->silent = false;
 		s->lost = true;
 	}
 }
@@ -523,7 +534,9 @@ static void srun_report(struct driver *dr, struct step *s)
 		return;
 	i = alloc_index(dr, s->vanished);
 	if (i >= 0)
-		node_bad(dr, s, (size_t)i, "srun reported its agent killed or the node failed",
+		node_bad(dr, s, (size_t)i,
+			 s->silent ? "its agent stopped beating: the node is dead, hung or cut off"
+				   : "srun reported its agent killed or the node failed",
 			 NULL);
 }
 
@@ -914,7 +927,9 @@ static int run(struct driver *dr)
 		watch(dr, &s);
 		/* After srun: Slurm's view once more, then srun's own reports. */
 		check_nodes(dr, &s);
-		srun_report(dr, &s);
+		/* A step that ended well lost no node, whatever a watcher heard as it ended. */
+		if (s.status || !s.silent)
+			srun_report(dr, &s);
 		free(s.idx);
 		if (s.launch_failed && !s.new_bad && !dr->stop_sig && !dr->preempted) {
 			if (retry_launch(dr, &retry_since, &retries))

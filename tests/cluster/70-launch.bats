@@ -80,6 +80,8 @@ wait_probe()
 	[ "$status" -eq 0 ]
 	grep -q '^\[rank 0\] .*finished 20 steps.*replicas identical: True' <<<"$output"
 	grep -q '^phalanx: all 8 workers finished (0 restart(s))' <<<"$stderr"
+	# The agents ended one after another: none took another's end for a death.
+	! grep -q '^phalanx: lost ' <<<"$stderr"
 	no_leftovers "$TRAIN"
 }
 
@@ -288,6 +290,30 @@ $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
 	[ "$(grep -c '^\[rank [0-3]\] got TERM$' <<<"$output")" -eq 4 ]
 	[ "$(grep -c 'task [0-3]: Exited with exit code 143' <<<"$output")" -eq 4 ]
 	[ "$status" -eq 143 ]
+	! grep -q '^phalanx: lost ' <<<"$output"
+	no_leftovers 'while :; do sleep 0.1'
+}
+
+@test "an agent frozen (a hung node): the two agents that watch it report it lost" {
+	local agent node watchers
+	start_probe --nproc-per-node 1 --peer-timeout-ms 600 -- bash -c \
+		'echo pid $RANK $$ 0 agent $PHALANX_AGENT_PID on $SLURMD_NODENAME; while :; do sleep 0.1; done'
+	wait_for 60 count_is 4 '^\[rank [0-3]\] pid [0-3] [0-9]* 0 agent [0-9]* on node[0-9]*$' "$OUT"
+	# Its beats stop, as a node's that hangs, loses power or its link.
+	read -r agent node < <(awk '$2 == "2]" && $3 == "pid" { print $8, $10 }' "$OUT")
+	kill -STOP "$agent"
+	wait_for 30 count_is 2 "^phalanx: lost $node: no beat from its agent for [0-9]* ms" "$OUT" || {
+		kill -CONT "$agent"
+		false
+	}
+	kill -CONT "$agent"
+	# Two other nodes watch it (the two agents after it in the ring), and no other node is called lost.
+	watchers=$(sed -n "s/^phalanx: lost $node: .*(watched from \\(node[0-9]*\\)).*/\\1/p" "$OUT" | sort -u)
+	[ "$(wc -l <<<"$watchers")" -eq 2 ]
+	! grep -qx "$node" <<<"$watchers"
+	[ "$(grep -c '^phalanx: lost ' "$OUT")" -eq 2 ]
+	kill -TERM $(awk '$3 == "pid" { print $8 }' "$OUT")
+	wait_probe
 	no_leftovers 'while :; do sleep 0.1'
 }
 

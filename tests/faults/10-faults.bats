@@ -109,7 +109,8 @@ slurmd_of()
 	"$LAB_CMD" kill-node "$node" >/dev/null
 	time_to_resume
 	check_recovered
-	has "node $node is bad"
+	# Its watchers found it before Slurm did (SlurmdTimeout).
+	has "node $node is bad (its agent stopped beating"
 	grep -q '^\[rank [0-9]\] \[rank [0-9]@node5\] resumed from generation' "$OUT"
 	# The lost node's ranks come from its partner's copy, not the shared tier.
 	grep -q 'rank [0-9]: generation [0-9]* from its partner copy, verified' "$OUT"
@@ -126,7 +127,7 @@ slurmd_of()
 	"$LAB_CMD" cut-node "$node" >/dev/null
 	time_to_resume
 	check_recovered
-	has "node $node is bad"
+	has "node $node is bad (its agent stopped beating"
 	grep -q '^\[rank [0-9]\] \[rank [0-9]@node5\] resumed from generation' "$OUT"
 }
 

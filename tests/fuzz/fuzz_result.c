@@ -38,5 +38,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* A node failure and a killed agent name the node; a failed launch blames none. */
 	if (n == 1 || n == 2)
 		phx_fuzz_check(strlen(node) < sizeof(node) && node[0], "srun line node");
+	/* An agent's lost line names one host, which a line of the agent's round-trips. */
+	if (phx_lost_parse((const char *)data, size, node, sizeof(node)) == 0) {
+		char again[64];
+
+		phx_fuzz_check(node[0] && !strchr(node, ':') && !strchr(node, ' '), "lost node");
+		n = phx_lost_format(node, 600, "by", line, sizeof(line));
+		phx_fuzz_check(n > 0 && (size_t)n < sizeof(line), "lost line too long");
+		phx_fuzz_check(phx_lost_parse(line, (size_t)n, again, sizeof(again)) == 0 &&
+				       !strcmp(again, node),
+			       "lost line round trip");
+	}
 	return 0;
 }

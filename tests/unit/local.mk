@@ -32,6 +32,7 @@ UNIT_TESTS = \
 	tests/unit/test_launch_args \
 	tests/unit/test_launch_env \
 	tests/unit/test_launch_restart \
+	tests/unit/test_launch_liveness \
 	tests/unit/test_launch_heartbeat \
 	tests/unit/test_preflight \
 	tests/unit/test_ckpt_plan \
@@ -108,6 +109,8 @@ tests_unit_test_launch_env_SOURCES = tests/unit/test_launch_env.c
 tests_unit_test_launch_env_LDADD = $(PHX_LAUNCH_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_launch_restart_SOURCES = tests/unit/test_launch_restart.c
 tests_unit_test_launch_restart_LDADD = $(PHX_LAUNCH_LIBS) $(PHX_UNIT_LDADD)
+tests_unit_test_launch_liveness_SOURCES = tests/unit/test_launch_liveness.c
+tests_unit_test_launch_liveness_LDADD = $(PHX_LAUNCH_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_launch_heartbeat_SOURCES = tests/unit/test_launch_heartbeat.c
 tests_unit_test_launch_heartbeat_LDADD = checkpoint/lib/libphalanx.la $(PHX_UNIT_LDADD)
 tests_unit_test_preflight_SOURCES = tests/unit/test_preflight.c

@@ -55,6 +55,7 @@ static const char *const all_keys[] = {
 	"users.settable",
 	"launcher.log_time",
 	"launcher.hang_timeout",
+	"launcher.peer_timeout_ms",
 	"launcher.max_restarts",
 	"launcher.spares",
 	"launcher.max_relaunches",
@@ -114,6 +115,7 @@ static void assert_defaults(const struct phx_conf *c)
 	assert_int_equal(c->ckptd.max_ranks_per_user, 262144);
 	assert_int_equal(c->checkpoint.keep, 3);
 	assert_int_equal(c->launcher.hang_timeout_s, 600);
+	assert_int_equal(c->launcher.peer_timeout_ms, 600);
 	assert_int_equal(c->launcher.max_restarts, 3);
 	assert_int_equal(c->check.slow_percent, 20);
 	assert_true(c->check.drain_slow);
@@ -349,7 +351,8 @@ static void test_dump_text(void **state)
 	assert_non_null(strstr(
 		text, "\nplacement:\n  mode: topo\n  topology_conf: \"\"\n  hwloc_xml: \"\"\n"
 		      "isolation:\n  mode: job\n"));
-	assert_non_null(strstr(text, "\nlauncher:\n  hang_timeout: 600\n  max_restarts: 3\n"
+	assert_non_null(strstr(text, "\nlauncher:\n  hang_timeout: 600\n  peer_timeout_ms: 600\n"
+				     "  max_restarts: 3\n"
 				     "  spares: 0\n  max_relaunches: 3\n  same_failure_limit: 2\n"
 				     "  drain_bad_nodes: false\n"
 				     "  straggler_threshold: 100\n  straggler_window: 30\n"

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The agents' liveness watch and the lost line the driver reads. */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "launcher/liveness.h"
+#include "launcher/result.h"
+
+#define MS 1000000ull
+
+/*
+ * Whatever the size: every agent is watched by min(WATCH, size-1) others,
+ * and exactly the agents that beat to it are the ones it watches, so each
+ * beat reaches a watcher and none is wasted.
+ */
+static void test_ring_beats_reach_the_watchers(void **state)
+{
+	(void)state;
+	for (unsigned size = 1; size <= 70; size++) {
+		unsigned watched_by[70] = { 0 };
+
+		for (unsigned me = 0; me < size; me++) {
+			struct phx_liveness l;
+
+			phx_liveness_init(&l, me, size, 600 * MS, 0);
+			assert_int_equal(l.n, size > 2 ? 2 : size - 1);
+			for (unsigned i = 0; i < l.n; i++) {
+				unsigned to = phx_liveness_target(&l, i);
+				struct phx_liveness t;
+
+				assert_int_not_equal(to, me);
+				watched_by[me]++;
+				/* The target watches me: my beat counts there. */
+				phx_liveness_init(&t, to, size, 600 * MS, 0);
+				assert_true(phx_liveness_heard(&t, me, false, 1));
+			}
+			/* A beat from an agent this one does not watch is not its business. */
+			if (size > 3)
+				assert_false(phx_liveness_heard(&l, (me + 1) % size, false, 1));
+		}
+		for (unsigned me = 0; me < size; me++)
+			assert_int_equal(watched_by[me], size > 2 ? 2 : size - 1);
+	}
+}
+
+static void test_silence_is_found_once(void **state)
+{
+	struct phx_liveness l;
+	uint64_t quiet = 0;
+
+	(void)state;
+	phx_liveness_init(&l, 5, 8, 600 * MS, 1000 * MS);
+	assert_int_equal(phx_liveness_interval(&l), 100 * MS);
+	/* The first beat may take twice the timeout. */
+	assert_int_equal(phx_liveness_silent(&l, 2100 * MS, &quiet), -1);
+	assert_true(phx_liveness_heard(&l, 4, false, 2000 * MS));
+	assert_true(phx_liveness_heard(&l, 3, false, 2000 * MS));
+	/* Beats keep both alive. */
+	for (uint64_t t = 2000; t < 5000; t += 100) {
+		phx_liveness_heard(&l, 4, false, t * MS);
+		phx_liveness_heard(&l, 3, false, t * MS);
+		assert_int_equal(phx_liveness_silent(&l, t * MS + 50 * MS, &quiet), -1);
+	}
+	/* Agent 4 stops at 4900 ms; agent 3 goes on. */
+	for (uint64_t t = 5000; t < 5500; t += 100) {
+		phx_liveness_heard(&l, 3, false, t * MS);
+		assert_int_equal(phx_liveness_silent(&l, t * MS, &quiet), -1);
+	}
+	assert_int_equal(phx_liveness_silent(&l, 5500 * MS, &quiet), 4);
+	assert_int_equal(quiet, 600 * MS);
+	/* Once: a second look finds nothing new, though 4 is still silent. */
+	assert_int_equal(phx_liveness_silent(&l, 9000 * MS, &quiet), 3);
+	assert_int_equal(phx_liveness_silent(&l, 9000 * MS, &quiet), -1);
+}
+
+static void test_an_agent_that_ends_is_not_lost(void **state)
+{
+	struct phx_liveness l;
+	uint64_t quiet;
+
+	(void)state;
+	phx_liveness_init(&l, 0, 2, 600 * MS, 0);
+	assert_int_equal(l.n, 1);
+	assert_true(phx_liveness_heard(&l, 1, false, 100 * MS));
+	assert_true(phx_liveness_heard(&l, 1, true, 200 * MS));
+	assert_int_equal(phx_liveness_silent(&l, 60000 * MS, &quiet), -1);
+	/* A late (reordered) beat does not bring it back. */
+	phx_liveness_heard(&l, 1, false, 150 * MS);
+	assert_int_equal(phx_liveness_silent(&l, 60000 * MS, &quiet), -1);
+}
+
+static void test_one_agent_watches_none(void **state)
+{
+	struct phx_liveness l;
+	uint64_t quiet;
+
+	(void)state;
+	phx_liveness_init(&l, 0, 1, 600 * MS, 0);
+	assert_int_equal(l.n, 0);
+	assert_false(phx_liveness_heard(&l, 0, false, 1));
+	assert_int_equal(phx_liveness_silent(&l, 60000 * MS, &quiet), -1);
+}
+
+static void test_lost_line(void **state)
+{
+	char line[512], node[64];
+	int n;
+
+	(void)state;
+	n = phx_lost_format("gpu-a17", 612, "gpu-a18", line, sizeof(line));
+	assert_true(n > 0 && (size_t)n < sizeof(line));
+	assert_int_equal(line[n - 1], '\n');
+	assert_non_null(strstr(line, "612 ms"));
+	assert_int_equal(phx_lost_parse(line, (size_t)n, node, sizeof(node)), 0);
+	assert_string_equal(node, "gpu-a17");
+	/* Not lost lines: another prefix, no host, a host with a space, too long. */
+	assert_int_equal(phx_lost_parse("phalanx: result 1", 17, node, sizeof(node)), -1);
+	assert_int_equal(phx_lost_parse("phalanx: lost : x", 17, node, sizeof(node)), -1);
+	assert_int_equal(phx_lost_parse("phalanx: lost a b: x", 20, node, sizeof(node)), -1);
+	assert_int_equal(phx_lost_parse("phalanx: lost node1", 19, node, sizeof(node)), -1);
+	assert_int_equal(phx_lost_parse(line, (size_t)n, node, 4), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ring_beats_reach_the_watchers),
+		cmocka_unit_test(test_silence_is_found_once),
+		cmocka_unit_test(test_an_agent_that_ends_is_not_lost),
+		cmocka_unit_test(test_one_agent_watches_none),
+		cmocka_unit_test(test_lost_line),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
