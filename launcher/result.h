@@ -55,4 +55,16 @@ int phx_lost_format(const char *node, unsigned long ms, const char *by, char *bu
 /* A line (without or with its newline): 0 and the lost node, or -1. */
 int phx_lost_parse(const char *line, size_t len, char *node, size_t nodelen);
 
+/*
+ * The same report sent straight to the driver in one UDP datagram, so it
+ * does not queue behind the workers' output in srun's: "KEY LINE", KEY
+ * the step's report key (PHX_LOST_KEY_HEX hex digits, from the driver).
+ */
+#define PHX_LOST_KEY_HEX 32
+/* Where the agents send it: "ADDR:PORT:KEY" in their environment, from the driver. */
+#define PHX_LOST_ENV "PHALANX_LOST_REPORT"
+#define PHX_LOST_REPORT_MAX 1024
+/* A datagram: 0 and the lost node when it carries key and a lost line, or -1. */
+int phx_lost_report_parse(const char *d, size_t n, const char *key, char *node, size_t nodelen);
+
 #endif

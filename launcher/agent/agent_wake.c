@@ -12,6 +12,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
 #include <netdb.h>
@@ -59,6 +60,8 @@ struct phx_agent_wake {
 	char key_hex[PHX_WAKE_KEY_HEX + 1]; /* this agent's own */
 	struct sockaddr_in *peers; /* [size] by agent rank; sin_port 0: none */
 	uint32_t me, size;
+	struct sockaddr_in driver; /* where lost reports go too; sin_port 0: nowhere */
+	char driver_key[PHX_LOST_KEY_HEX + 1];
 	char *const *hosts; /* the agent's, for the lost lines */
 	const char *node;
 	atomic_ulong due; /* the latest round another agent said it started */
@@ -163,6 +166,20 @@ static void receive(struct phx_agent_wake *w)
 	}
 }
 
+/* The line, straight to the driver as well: srun's output may be queued behind the workers'. */
+static void tell_driver(struct phx_agent_wake *w, const char *line, size_t n)
+{
+	char d[PHX_LOST_REPORT_MAX];
+	int k;
+
+	if (!w->driver.sin_port)
+		return;
+	k = snprintf(d, sizeof(d), "%s %.*s", w->driver_key, (int)n, line);
+	if (k > 0 && (size_t)k < sizeof(d))
+		(void)sendto(w->fd, d, (size_t)k, MSG_DONTWAIT, (struct sockaddr *)&w->driver,
+			     sizeof(w->driver));
+}
+
 /* One line per silent agent, in one write: the driver reads them from srun's stderr. */
 static void report_silent(struct phx_agent_wake *w, uint64_t now)
 {
@@ -174,7 +191,10 @@ static void report_silent(struct phx_agent_wake *w, uint64_t now)
 		int n = phx_lost_format(w->hosts[r], (unsigned long)(quiet / 1000000u), w->node,
 					line, sizeof(line));
 
-		if (n > 0 && (size_t)n < sizeof(line) && write(STDERR_FILENO, line, (size_t)n) < 0)
+		if (n <= 0 || (size_t)n >= sizeof(line))
+			continue;
+		tell_driver(w, line, (size_t)n);
+		if (write(STDERR_FILENO, line, (size_t)n) < 0)
 			return;
 	}
 }
@@ -197,14 +217,24 @@ static void *watch_thread(void *arg)
 			report_silent(w, now);
 			timeout = (int)((next - now + 999999u) / 1000000u);
 		}
-		if (poll(pf, 2, timeout) < 0 && errno != EINTR)
+		if (poll(pf, 2, timeout) < 0 && errno != EINTR) {
+			phx_warn("the liveness watch on %s stopped: poll: %s; its death is left to "
+				 "Slurm",
+				 w->node, strerror(errno));
 			break;
-		if (pf[1].revents)
+		}
+		if (pf[1].revents) {
+			if (!(pf[1].revents & POLLIN))
+				phx_warn("the liveness watch on %s stopped: its stop descriptor "
+					 "failed (revents %#x)",
+					 w->node, (unsigned)pf[1].revents);
 			break;
-		if (pf[0].revents & POLLIN)
+		}
+		/* An error pending on the socket is read (and cleared) by recv, too. */
+		if (pf[0].revents)
 			receive(w);
 	}
-	/* Ending on its own: the watchers are not to take the silence for a death. */
+	/* Ending: the watchers are not to take the silence for a death. */
 	if (w->watching)
 		beat(w, magic_end);
 	return NULL;
@@ -238,6 +268,40 @@ static void news_handle(void *ctx, short revents)
 
 	if (a->wake && (revents & POLLIN) && read(a->wake->news_fd, &n, sizeof(n)) < 0)
 		phx_debug("wake-up: %s", strerror(errno));
+}
+
+/*
+ * The driver's address for lost reports (PHX_LOST_ENV, "ADDR:PORT:KEY"),
+ * taken out of the environment: the workers have no use for it. Agents
+ * started by hand have none.
+ */
+static void find_driver(struct phx_agent_wake *w)
+{
+	const char *v = getenv(PHX_LOST_ENV), *c1, *c2;
+	char addr[64];
+	unsigned long port;
+	char *end;
+
+	if (!v)
+		return;
+	c1 = strchr(v, ':');
+	c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+	if (c2 && (size_t)(c1 - v) < sizeof(addr) && strlen(c2 + 1) == PHX_LOST_KEY_HEX) {
+		memcpy(addr, v, (size_t)(c1 - v));
+		addr[c1 - v] = '\0';
+		port = strtoul(c1 + 1, &end, 10);
+		w->driver.sin_family = AF_INET;
+		if (end == c2 && port && port < 65536 &&
+		    inet_pton(AF_INET, addr, &w->driver.sin_addr) == 1) {
+			w->driver.sin_port = htons((uint16_t)port);
+			memcpy(w->driver_key, c2 + 1, PHX_LOST_KEY_HEX + 1);
+		}
+	}
+	if (!w->driver.sin_port)
+		phx_warn("%s is not ADDR:PORT:KEY: lost nodes are reported on stderr only; was "
+			 "the agent started by another version's driver?",
+			 PHX_LOST_ENV);
+	unsetenv(PHX_LOST_ENV);
 }
 
 /* Beats on when asked for and someone is there to watch; every agent gets the same answer. */
@@ -279,6 +343,7 @@ void phx_agent_wake_connect(struct phx_agent *a, const unsigned *ports, const ch
 			w->peers[r].sin_port = 0;
 	}
 	watch_start(a, w);
+	find_driver(w);
 	if (phx_agent_pump_add(a, &source) < 0)
 		goto off;
 	w->threaded = pthread_create(&w->thread, NULL, watch_thread, w) == 0;

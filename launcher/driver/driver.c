@@ -41,6 +41,7 @@
 #include "launcher/result.h"
 #include "launcher/driver/driver.h"
 #include "launcher/driver/driver_ckptd.h"
+#include "launcher/driver/driver_lost.h"
 #include "launcher/driver/driver_plan.h"
 #include "launcher/driver/driver_preflight.h"
 
@@ -74,6 +75,7 @@ struct driver {
 	size_t nprev;
 	node_info_msg_t *nodes; /* the last node table, for update-time caching */
 	struct phx_drv_ckptd *ckptd; /* NULL: no phalanx-ckptd configured */
+	struct phx_drv_lost *lost; /* the agents' lost-node reports; NULL: stderr only */
 };
 
 /* One attempt: srun and what it said. */
@@ -134,13 +136,14 @@ static void node_bad(struct driver *dr, struct step *s, size_t i, const char *re
 {
 	if (dr->st.bad[i])
 		return;
-	phx_drv_ckptd_report(dr->ckptd, failed_check ? "check" : "restart", dr->alloc.names[i], 0,
-			     failed_check ? failed_check : reason);
 	dr->st.bad[i] = true;
 	if (s)
 		s->new_bad++;
 	phx_warn("node %s is bad (%s): excluded for the rest of job %u", dr->alloc.names[i], reason,
 		 dr->job_id);
+	/* Before the relaunch, which it precedes still; after the line, which it may delay. */
+	phx_drv_ckptd_report(dr->ckptd, failed_check ? "check" : "restart", dr->alloc.names[i], 0,
+			     failed_check ? failed_check : reason);
 	if (dr->drain)
 		drain_node(dr->alloc.names[i], reason);
 }
@@ -280,6 +283,19 @@ static size_t pick(struct driver *dr, size_t *idx)
 	return n;
 }
 
+/* An agent reported node lost (its line, or its datagram: whichever comes first). */
+static void note_lost(void *arg, const char *node)
+{
+	struct step *s = arg;
+
+	/* The first node named lost; a watcher cut off itself names the others later. */
+	if (!s->vanished[0]) {
+		snprintf(s->vanished, sizeof(s->vanished), "%s", node);
+		s->silent = true;
+	}
+	s->lost = true;
+}
+
 static void on_line(void *arg, const char *line, size_t len)
 {
 	struct step *s = arg;
@@ -295,12 +311,7 @@ static void on_line(void *arg, const char *line, size_t len)
 		return;
 	}
 	if (phx_lost_parse(line, len, node, sizeof(node)) == 0) {
-		/* The first node named lost; a watcher cut off itself names the others later. */
-		if (!s->vanished[0]) {
-			snprintf(s->vanished, sizeof(s->vanished), "%s", node);
-			s->silent = true;
-		}
-		s->lost = true;
+		note_lost(s, node);
 		return;
 	}
 	kind = phx_srun_line_parse(line, len, node, sizeof(node));
@@ -413,6 +424,7 @@ static void exec_srun(struct driver *dr, const struct step *s, const char *list,
 static int start_step(struct driver *dr, struct step *s)
 {
 	char *list = node_list(dr, s->idx, s->n);
+	const char *report = phx_drv_lost_rekey(dr->lost);
 	sigset_t none;
 	int p[2];
 
@@ -424,6 +436,9 @@ static int start_step(struct driver *dr, struct step *s)
 		 phx_drv_healthy(dr->st.bad, dr->alloc.count) - s->n,
 		 dr->alloc.count - phx_drv_healthy(dr->st.bad, dr->alloc.count),
 		 dr->st.layout_now[0] ? ", layout " : "", dr->st.layout_now);
+	/* srun passes the environment on to the step's agents. */
+	if (report)
+		setenv(PHX_LOST_ENV, report, 1);
 	s->pid = fork();
 	if (s->pid == 0) {
 		sigemptyset(&none);
@@ -547,14 +562,18 @@ static void watch(struct driver *dr, struct step *s)
 	bool gone = false;
 
 	while (!gone) {
-		struct pollfd pf[2] = { { dr->sig_fd, POLLIN, 0 }, { s->err_fd, POLLIN, 0 } };
+		struct pollfd pf[3] = { { dr->sig_fd, POLLIN, 0 },
+					{ phx_drv_lost_fd(dr->lost), POLLIN, 0 },
+					{ s->err_fd, POLLIN, 0 } };
 		uint64_t now;
 		bool child = false;
 
-		poll(pf, s->err_fd >= 0 ? 2 : 1, 200);
+		poll(pf, s->err_fd >= 0 ? 3 : 2, 200);
 		if (pf[0].revents)
 			handle_signals(dr, s, &child);
-		if (s->err_fd >= 0 && pf[1].revents)
+		if (pf[1].revents)
+			phx_drv_lost_read(dr->lost, note_lost, s);
+		if (s->err_fd >= 0 && pf[2].revents)
 			drain_pipe(s);
 		gone = reap(s);
 		if (gone)
@@ -566,7 +585,12 @@ static void watch(struct driver *dr, struct step *s)
 			kill_at = 0;
 		}
 		if (!s->killed && !dr->stop_sig && (now >= next_poll || s->lost)) {
-			bool stop = check_nodes(dr, s);
+			/*
+			 * The watchers name the lost node themselves: no call to a
+			 * loaded controller before acting. srun's reports need
+			 * Slurm's view (it kills every node's agent for one node).
+			 */
+			bool stop = !(s->lost && s->silent) && check_nodes(dr, s);
 
 			next_poll = now + POLL_MS;
 			if (s->lost && !stop) {
@@ -1017,6 +1041,7 @@ static int setup(struct driver *dr, const struct phx_conf *conf)
 	}
 	dr->self[n] = '\0';
 	dr->ckptd = phx_drv_ckptd_open(conf, dr->job_id);
+	dr->lost = phx_drv_lost_open();
 	return 0;
 }
 
@@ -1054,6 +1079,7 @@ int phx_driver_main(struct phx_launch_opts *o, const struct phx_conf *conf, int 
 	if (!rc)
 		rc = run(&dr);
 	phx_drv_ckptd_close(dr.ckptd);
+	phx_drv_lost_close(dr.lost);
 	if (dr.sig_fd >= 0)
 		close(dr.sig_fd);
 	slurm_free_node_info_msg(dr.nodes);

@@ -72,7 +72,7 @@ story_submit()
 		#!/bin/bash
 		export GLOO_SOCKET_IFNAME=eth0 PYTHONPATH=$top/checkpoint/python
 		export PHALANX_LIBRARY=$build/checkpoint/lib/.libs/libphalanx.so
-		exec $build/launcher/phalanx-launch --config $dir/phalanx.yaml --spares 1 \\
+		exec $build/launcher/phalanx-launch --config $dir/phalanx.yaml --spares 1 ${STORY_LAUNCH_OPTS:-} \\
 			--nproc-per-node ${STORY_NPROC:-2} -- $worker \\
 			--steps $1 --step-sleep 0.05 --mark-first
 	JOB
@@ -145,11 +145,13 @@ story_victim()
 	scontrol show hostnames "$list" | sed -n 3p
 }
 
-# story_kill NODE: kills it, waits for the job to end; sets STORY_KILL.
+# story_kill NODE: kills it, waits for the job to end; sets STORY_KILL (the
+# first SIGKILL: the lab's script takes seconds around it on a loaded host).
 story_kill()
 {
-	STORY_KILL=$(story_now)
-	"$lab" kill-node "$1" >/dev/null
+	STORY_KILL=$("$lab" kill-node "$1" | sed -n 's/^killed //p')
+	[ -n "$STORY_KILL" ] || STORY_KILL=$(story_now)
+	echo "kill $STORY_KILL" >>"$dir/moments"
 	for _ in $(seq 3000); do
 		case $(story_state "$STORY_JOB") in
 		COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL) break ;;

@@ -49,5 +49,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				       !strcmp(again, node),
 			       "lost line round trip");
 	}
+	/* A datagram counts only with the key, and names a node a line would. */
+	if (phx_lost_report_parse((const char *)data, size, "0123456789abcdef0123456789abcdef",
+				  node, sizeof(node)) == 0)
+		phx_fuzz_check(size > PHX_LOST_KEY_HEX + 1 &&
+				       !memcmp(data, "0123456789abcdef0123456789abcdef ",
+					       PHX_LOST_KEY_HEX + 1) &&
+				       node[0],
+			       "lost report without the key");
 	return 0;
 }

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -129,6 +130,34 @@ static void test_lost_line(void **state)
 	assert_int_equal(phx_lost_parse(line, (size_t)n, node, 4), -1);
 }
 
+/* The datagram form: the step's key, a space, the line; anything else is dropped. */
+static void test_lost_report(void **state)
+{
+	static const char key[] = "00112233445566778899aabbccddeeff";
+	char d[1200], node[64];
+	int n;
+
+	(void)state;
+	n = snprintf(d, sizeof(d), "%s ", key);
+	n += phx_lost_format("node7", 650, "node8", d + n, sizeof(d) - (size_t)n);
+	assert_int_equal(phx_lost_report_parse(d, (size_t)n, key, node, sizeof(node)), 0);
+	assert_string_equal(node, "node7");
+	/* Another step's key (one digit off), a cut key, no space, a bare line. */
+	assert_int_equal(phx_lost_report_parse(d, (size_t)n, "00112233445566778899aabbccddeefe",
+					       node, sizeof(node)),
+			 -1);
+	assert_int_equal(phx_lost_report_parse(d, (size_t)n, "0011", node, sizeof(node)), -1);
+	d[32] = 'x';
+	assert_int_equal(phx_lost_report_parse(d, (size_t)n, key, node, sizeof(node)), -1);
+	assert_int_equal(phx_lost_report_parse(d + 33, (size_t)n - 33, key, node, sizeof(node)),
+			 -1);
+	/* Longer than any report: a flood of big datagrams costs no parse. */
+	memset(d, 'a', sizeof(d));
+	memcpy(d, key, 32);
+	d[32] = ' ';
+	assert_int_equal(phx_lost_report_parse(d, sizeof(d), key, node, sizeof(node)), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -137,6 +166,7 @@ int main(void)
 		cmocka_unit_test(test_an_agent_that_ends_is_not_lost),
 		cmocka_unit_test(test_one_agent_watches_none),
 		cmocka_unit_test(test_lost_line),
+		cmocka_unit_test(test_lost_report),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * The driver's end of the agents' lost-node reports (driver_lost.c): a UDP
+ * socket on the driver's node. Each step gets a fresh key in its agents'
+ * environment (PHX_LOST_ENV of launcher/result.h, not on the command line, which every user of
+ * the node can read), so a report from an earlier step or from a stranger
+ * is dropped. The agents also print the report on stderr; the datagram
+ * does not wait behind the workers' output in srun's.
+ */
+#ifndef PHX_DRIVER_LOST_H
+#define PHX_DRIVER_LOST_H
+
+#include <stddef.h>
+
+struct phx_drv_lost;
+
+/* NULL when there is no socket or no address (said why): the stderr lines remain. */
+struct phx_drv_lost *phx_drv_lost_open(void);
+/* A new key for the next step; the value of PHX_LOST_ENV for its agents. */
+const char *phx_drv_lost_rekey(struct phx_drv_lost *l);
+int phx_drv_lost_fd(const struct phx_drv_lost *l);
+/* Each pending report with the current key: found(arg, node). Bounded per call. */
+void phx_drv_lost_read(struct phx_drv_lost *l, void (*found)(void *arg, const char *node),
+		       void *arg);
+void phx_drv_lost_close(struct phx_drv_lost *l);
+
+#endif
