@@ -34,6 +34,7 @@ enum {
 	OPT_STRAGGLER,
 	OPT_STRAGGLER_WINDOW,
 	OPT_SLOW_NODES,
+	OPT_STAND_INS,
 	OPT_CKPT_DIR,
 	OPT_SAVE_INTERVAL,
 	OPT_KEEP,
@@ -63,6 +64,7 @@ static const struct option agent_opts[] = {
 	{ "straggler-threshold", required_argument, NULL, OPT_STRAGGLER },
 	{ "straggler-window", required_argument, NULL, OPT_STRAGGLER_WINDOW },
 	{ "slow-nodes", required_argument, NULL, OPT_SLOW_NODES },
+	{ "stand-ins", required_argument, NULL, OPT_STAND_INS },
 	{ "ckpt-dir", required_argument, NULL, OPT_CKPT_DIR },
 	{ "save-interval", required_argument, NULL, OPT_SAVE_INTERVAL },
 	{ "keep", required_argument, NULL, OPT_KEEP },
@@ -117,7 +119,9 @@ void phx_launch_usage(FILE *out)
 		"  --log-time              the local time on each line (launcher.log_time)\n"
 		"  --startup-times         each agent logs when its start-up phases ended\n"
 		"  --slow-nodes HOSTLIST   nodes placement keeps off the critical path (the "
-		"driver's preflight)\n",
+		"driver's preflight)\n"
+		"  --stand-ins LOST=SPARE,...  each SPARE takes LOST's ranks (the driver's "
+		"relaunch)\n",
 		PHX_CONF_DEFAULT_PATH);
 	phx_driver_usage(out);
 	fprintf(out, "\nSECONDS and S take Slurm's time forms too: 90, 10:00, 1:30:00, "
@@ -310,6 +314,14 @@ static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *er
 		return 0;
 	case OPT_LOG_TIME:
 		o->log_time = 1;
+		return 0;
+	case OPT_STAND_INS:
+		if (!*arg || strpbrk(arg, " \t\n"))
+			return phx_errf(
+				err, errlen,
+				"--stand-ins '%s' must be LOST=SPARE pairs separated by commas",
+				arg);
+		o->stand_ins = arg;
 		return 0;
 	case OPT_SLOW_NODES:
 		if (strpbrk(arg, " \t\n"))

@@ -31,6 +31,7 @@
 #include "launcher/launch.h"
 #include "launcher/options.h"
 #include "launcher/role.h"
+#include "launcher/standin.h"
 #include "launcher/agent/agent.h"
 #include "launcher/agent/agent_pmix.h"
 #include "launcher/agent/agent_wake.h"
@@ -400,8 +401,8 @@ static int place(struct phx_agent *a, char **hosts, struct fact *f)
 	a->role_env.world = a->world;
 	a->role_env.node_offset = mine->first_node;
 	a->role_env.nodes = a->pmix.size;
-	rc = place_role(a, a->role, hosts + mine->first_node, mine->nodes, a->nproc, a->node,
-			&a->map);
+	rc = place_role(a, a->role, hosts + mine->first_node, mine->nodes, a->nproc,
+			hosts[a->pmix.me.rank], &a->map);
 	if (rc < 0 || a->role == 0)
 		return rc;
 	rc = place_role(a, 0, hosts + roles[0].first_node, roles[0].nodes,
@@ -454,19 +455,20 @@ static void wake_connect(struct phx_agent *a, const struct fact *f, size_t n)
  * Where rank 0 runs: its node's first address, so no name lookup is needed.
  * The same for the role's rank 0, with the node's second port.
  */
-static void find_master(struct phx_agent *a, struct fact *f, size_t n)
+static void find_master(struct phx_agent *a, struct fact *f, char **placed, size_t n)
 {
 	const char *job = a->job_master[0] ? a->job_master : a->map.master;
 
+	/* By the names the placement used: a stand-in's is the node it replaces. */
 	for (size_t i = 0; i < n; i++) {
 		const char *addr = f[i].addr[0] ? f[i].addr : f[i].host;
 
-		if (!strcmp(f[i].host, job)) {
+		if (!strcmp(placed[i], job)) {
 			a->master_agent = (unsigned)i;
 			a->master_port = f[i].port;
 			snprintf(a->master_addr, sizeof(a->master_addr), "%s", addr);
 		}
-		if (!strcmp(f[i].host, a->map.master)) {
+		if (!strcmp(placed[i], a->map.master)) {
 			a->role_master_agent = (unsigned)i;
 			a->role_master_port = f[i].rport;
 			snprintf(a->role_master_addr, sizeof(a->role_master_addr), "%s", addr);
@@ -474,12 +476,43 @@ static void find_master(struct phx_agent *a, struct fact *f, size_t n)
 	}
 }
 
+/*
+ * The driver's --stand-ins: each spare is placed under the name of the
+ * node it replaces (hosts[] renamed; *spec holds the names), so the
+ * placement, which depends on the names alone, gives every surviving node
+ * its ranks of the last step. Topology placement of one role only: block
+ * order and the roles' node ranges follow the agents' order instead.
+ */
+static int stand_in(struct phx_agent *a, char **hosts, size_t n, char **spec)
+{
+	char err[512];
+
+	if (!a->o->stand_ins)
+		return 0;
+	if (a->o->place != PHX_PLACE_TOPO || a->o->explicit_roles) {
+		if (a->pmix.me.rank == 0)
+			phx_info("placement: the spares do not take the lost nodes' places, "
+				 "so ranks move (--stand-ins needs --place topo and one role)");
+		return 0;
+	}
+	*spec = strdup(a->o->stand_ins);
+	if (!*spec || phx_stand_ins_apply(*spec, hosts, n, err, sizeof(err)) < 0) {
+		phx_error("%s", *spec ? err : "out of memory");
+		return -1;
+	}
+	if (a->pmix.me.rank == 0)
+		phx_info("placement: %s (each spare takes the ranks of the node it replaces; "
+			 "the others keep theirs)",
+			 a->o->stand_ins);
+	return 0;
+}
+
 int phx_agent_wireup(struct phx_agent *a)
 {
 	size_t n = a->pmix.size;
 	char **values = calloc(n, sizeof(*values)), **hosts = calloc(n, sizeof(*hosts));
 	struct fact *facts = calloc(n, sizeof(*facts));
-	char *mine = facts_json(a), err[1024];
+	char *mine = facts_json(a), err[1024], *spec = NULL;
 	int rc = PHX_EXIT_PMIX;
 
 	if (!values || !hosts || !facts || !mine) {
@@ -501,9 +534,10 @@ int phx_agent_wireup(struct phx_agent *a)
 		hosts[i] = facts[i].host;
 	}
 	a->up_ns[PHX_UP_WIRED] = phx_now_ns(CLOCK_REALTIME);
-	if (check_facts(a, facts, n) < 0 || place(a, hosts, facts) < 0)
+	if (check_facts(a, facts, n) < 0 || stand_in(a, hosts, n, &spec) < 0 ||
+	    place(a, hosts, facts) < 0)
 		goto out;
-	find_master(a, facts, n);
+	find_master(a, facts, hosts, n);
 	a->hosts = calloc(n, sizeof(*a->hosts));
 	a->addrs = calloc(n, sizeof(*a->addrs));
 	for (size_t i = 0; a->hosts && a->addrs && i < n; i++) {
@@ -519,5 +553,6 @@ out:
 	free(hosts);
 	free(facts);
 	free(mine);
+	free(spec);
 	return rc;
 }

@@ -7,6 +7,12 @@
  * no news: what is decided still travels through the PMIx fence. It is
  * checked against the step's wake key (agent 0's, exchanged in the wire-up),
  * so a stranger cannot make the agents run rounds.
+ *
+ * The same socket carries the agents' liveness beats (launcher/liveness.h,
+ * --peer-timeout-ms), sent and heard by a thread of the agent's own: an
+ * agent that stops hearing one it watches reports its node lost on stderr
+ * and to the driver (PHX_LOST_ENV), so a dead, hung or cut-off node ends
+ * the step long before Slurm's SlurmdTimeout.
  */
 #ifndef PHX_LAUNCHER_AGENT_AGENT_WAKE_H
 #define PHX_LAUNCHER_AGENT_AGENT_WAKE_H
@@ -30,13 +36,15 @@ unsigned phx_agent_wake_port(const struct phx_agent *a);
 const char *phx_agent_wake_key(const struct phx_agent *a);
 /*
  * After the wire-up: every agent's port (ports[rank], 0: none; addresses
- * from a->addrs) and the step's key (agent 0's). Starts listening.
+ * from a->addrs) and the step's key (agent 0's). Starts listening, and
+ * beating and watching unless --peer-timeout-ms is 0.
  */
 void phx_agent_wake_connect(struct phx_agent *a, const unsigned *ports, const char *key);
 /* Tells every other agent that round `round` has started here. */
 void phx_agent_wake_send(struct phx_agent *a, unsigned long round);
 /* True when another agent has started the round after a->rounds. */
 bool phx_agent_wake_due(const struct phx_agent *a);
+/* Stops the thread; its last beats tell the watchers this agent ends on its own. */
 void phx_agent_wake_close(struct phx_agent *a);
 
 #endif

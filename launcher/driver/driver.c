@@ -39,6 +39,7 @@
 #include "launcher/options.h"
 #include "launcher/output.h"
 #include "launcher/result.h"
+#include "launcher/standin.h"
 #include "launcher/driver/driver.h"
 #include "launcher/driver/driver_ckptd.h"
 #include "launcher/driver/driver_lost.h"
@@ -73,6 +74,9 @@ struct driver {
 	bool *suspect; /* [alloc]: Slurm has it NOT_RESPONDING, not (yet) DOWN */
 	size_t *prev; /* the nodes of the last step */
 	size_t nprev;
+	size_t *last; /* the nodes of the last step started, in order */
+	size_t nlast;
+	size_t *placed_as; /* [alloc]: the node whose place in the placement it takes */
 	node_info_msg_t *nodes; /* the last node table, for update-time caching */
 	struct phx_drv_ckptd *ckptd; /* NULL: no phalanx-ckptd configured */
 	struct phx_drv_lost *lost; /* the agents' lost-node reports; NULL: stderr only */
@@ -374,7 +378,8 @@ static char *flagged_list(const struct driver *dr, const bool *flag, const size_
 	return list;
 }
 
-static void exec_srun(struct driver *dr, const struct step *s, const char *list, int err_w)
+static void exec_srun(struct driver *dr, const struct step *s, const char *list,
+		      const char *stand_ins, int err_w)
 {
 	char nodes[32], nodelist[PATH_MAX + 16], **agent, **av, *slow;
 	size_t n = s->n;
@@ -409,6 +414,10 @@ static void exec_srun(struct driver *dr, const struct step *s, const char *list,
 		av[k++] = "--slow-nodes";
 		av[k++] = slow;
 	}
+	if (stand_ins) {
+		av[k++] = "--stand-ins";
+		av[k++] = (char *)stand_ins;
+	}
 	for (int i = 0; i < an; i++)
 		av[k++] = agent[i];
 	av[k] = NULL;
@@ -421,15 +430,55 @@ static void exec_srun(struct driver *dr, const struct step *s, const char *list,
 	_exit(127);
 }
 
+/*
+ * Each spare of this step takes, in the placement, the place of the node
+ * it replaces (and keeps it over later relaunches), so the other nodes
+ * keep their ranks and restore from their own local tiers. The agents'
+ * --stand-ins, or NULL when every node is placed as itself.
+ */
+static char *stand_ins(struct driver *dr, const struct step *s)
+{
+	size_t *lost = calloc(s->n + 1, sizeof(*lost)), *spare = calloc(s->n + 1, sizeof(*spare));
+	size_t k, len = 0, cap = 1;
+	char *spec = NULL;
+
+	if (!lost || !spare)
+		goto out;
+	k = phx_stand_ins_pair(dr->last, dr->nlast, s->idx, s->n, lost, spare);
+	for (size_t i = 0; i < k; i++)
+		dr->placed_as[spare[i]] = dr->placed_as[lost[i]];
+	memcpy(dr->last, s->idx, s->n * sizeof(*s->idx));
+	dr->nlast = s->n;
+	for (size_t i = 0; i < s->n; i++)
+		cap += strlen(dr->alloc.names[s->idx[i]]) * 2 + 2;
+	spec = malloc(cap);
+	for (size_t i = 0; spec && i < s->n; i++) {
+		size_t at = s->idx[i], as = dr->placed_as[at];
+
+		if (as != at)
+			len += (size_t)snprintf(spec + len, cap - len, "%s%s=%s", len ? "," : "",
+						dr->alloc.names[as], dr->alloc.names[at]);
+	}
+	if (spec && !len) {
+		free(spec);
+		spec = NULL;
+	}
+out:
+	free(lost);
+	free(spare);
+	return spec;
+}
+
 static int start_step(struct driver *dr, struct step *s)
 {
-	char *list = node_list(dr, s->idx, s->n);
+	char *list = node_list(dr, s->idx, s->n), *spec = stand_ins(dr, s);
 	const char *report = phx_drv_lost_rekey(dr->lost);
 	sigset_t none;
 	int p[2];
 
 	if (!list || pipe2(p, O_CLOEXEC) < 0) {
 		free(list);
+		free(spec);
 		return -1;
 	}
 	phx_info("starting the step on %zu node(s) %s (%zu spare, %zu excluded)%s%s", s->n, list,
@@ -443,9 +492,10 @@ static int start_step(struct driver *dr, struct step *s)
 	if (s->pid == 0) {
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		exec_srun(dr, s, list, p[1]);
+		exec_srun(dr, s, list, spec, p[1]);
 	}
 	free(list);
+	free(spec);
 	close(p[1]);
 	if (s->pid < 0) {
 		close(p[0]);
@@ -1032,7 +1082,11 @@ static int setup(struct driver *dr, const struct phx_conf *conf)
 	dr->slow = calloc(dr->alloc.count, sizeof(*dr->slow));
 	dr->suspect = calloc(dr->alloc.count, sizeof(*dr->suspect));
 	dr->prev = calloc(dr->alloc.count, sizeof(*dr->prev));
-	if (!dr->trusted || !dr->slow || !dr->suspect || !dr->prev)
+	dr->last = calloc(dr->alloc.count, sizeof(*dr->last));
+	dr->placed_as = calloc(dr->alloc.count, sizeof(*dr->placed_as));
+	for (size_t i = 0; dr->placed_as && i < dr->alloc.count; i++)
+		dr->placed_as[i] = i;
+	if (!dr->trusted || !dr->slow || !dr->suspect || !dr->prev || !dr->last || !dr->placed_as)
 		return PHX_EXIT_SETUP;
 	n = readlink("/proc/self/exe", dr->self, sizeof(dr->self) - 1);
 	if (n <= 0) {
@@ -1088,6 +1142,8 @@ int phx_driver_main(struct phx_launch_opts *o, const struct phx_conf *conf, int 
 	free(dr.slow);
 	free(dr.suspect);
 	free(dr.prev);
+	free(dr.last);
+	free(dr.placed_as);
 	phx_hostnames_free(&dr.alloc);
 	slurm_fini();
 	return rc;

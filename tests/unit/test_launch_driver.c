@@ -20,6 +20,8 @@
 #include "launcher/launch.h"
 #include "launcher/options.h"
 #include "launcher/result.h"
+#include "launcher/standin.h"
+#include "placement/rankmap.h"
 #include "launcher/driver/driver_plan.h"
 #include "launcher/driver/driver_preflight.h"
 
@@ -566,9 +568,97 @@ static void test_preempted(void **state)
 	assert_false(phx_drv_preempted(true, 1));
 }
 
+/* The nodes that went and came, paired in order; none when the sizes differ. */
+static void test_stand_in_pairs(void **state)
+{
+	const size_t last[] = { 0, 1, 2, 3, 4, 5 }, next[] = { 0, 1, 3, 5, 6, 7 };
+	const size_t shrunk[] = { 0, 1, 3, 4, 5 };
+	size_t lost[8], spare[8];
+
+	(void)state;
+	assert_int_equal(phx_stand_ins_pair(last, 6, next, 6, lost, spare), 2);
+	assert_int_equal(lost[0], 2);
+	assert_int_equal(spare[0], 6);
+	assert_int_equal(lost[1], 4);
+	assert_int_equal(spare[1], 7);
+	assert_int_equal(phx_stand_ins_pair(last, 6, last, 6, lost, spare), 0);
+	assert_int_equal(phx_stand_ins_pair(last, 6, shrunk, 5, lost, spare), 0);
+	assert_int_equal(phx_stand_ins_pair(NULL, 0, next, 6, lost, spare), 0);
+}
+
+static void test_stand_ins_refused(void **state)
+{
+	char *hosts[] = { "n1", "n2", "n4", "n5" }, err[256];
+	const char *bad[] = { "n3",    "n3=",	"=n5",	       "n3=n5=n6",
+			      "n3=n9", "n2=n5", "n3=n5,n6=n5", "n3=n5,n3=n4" };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char spec[64], *copy[4];
+
+		memcpy(copy, hosts, sizeof(hosts));
+		snprintf(spec, sizeof(spec), "%s", bad[i]);
+		err[0] = '\0';
+		assert_int_equal(phx_stand_ins_apply(spec, copy, 4, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "--stand-ins"));
+	}
+}
+
+static void ranks_of(char **hosts, size_t n, const char *node, unsigned long *out)
+{
+	struct phx_conf conf;
+	struct phx_layout layout;
+	struct phx_rankmap map = { 0 };
+	struct phx_plan *plan = NULL;
+	char err[512];
+
+	assert_int_equal(phx_conf_defaults(&conf), 0);
+	assert_int_equal(phx_layout_parse("tp=2,pp=2,dp=*", &layout, err, sizeof(err)), 0);
+	assert_int_equal(phx_layout_resolve(&layout, n * 4, err, sizeof(err)), 0);
+	assert_int_equal(
+		phx_rankmap_place(&conf, &layout, hosts, n, 4, node, &map, &plan, err, sizeof(err)),
+		0);
+	assert_int_equal(map.tasks_per_node, 4);
+	memcpy(out, map.slot_rank, 4 * sizeof(*out));
+	phx_rankmap_free(&map);
+	phx_plan_free(plan);
+	phx_conf_free(&conf);
+}
+
+/*
+ * The contract of a relaunch on a spare: after gpu3 dies and gpu9 takes
+ * its place, every surviving node runs the ranks it ran (and finds them
+ * in its own local tier), and gpu9 runs gpu3's.
+ */
+static void test_stand_in_keeps_survivors_ranks(void **state)
+{
+	char *before[] = { "gpu1", "gpu2", "gpu3", "gpu4", "gpu5", "gpu6", "gpu7", "gpu8" };
+	char *after[] = { "gpu1", "gpu2", "gpu4", "gpu5", "gpu6", "gpu7", "gpu8", "gpu9" };
+	char *placed[8], spec[] = "gpu3=gpu9", err[256];
+	unsigned long was[4], now[4];
+
+	(void)state;
+	memcpy(placed, after, sizeof(after));
+	assert_int_equal(phx_stand_ins_apply(spec, placed, 8, err, sizeof(err)), 0);
+	for (size_t i = 0; i < 8; i++) {
+		const char *old = !strcmp(after[i], "gpu9") ? "gpu3" : after[i];
+
+		ranks_of(before, 8, old, was);
+		ranks_of(placed, 8, placed[i], now);
+		assert_memory_equal(was, now, sizeof(was));
+	}
+	/* Without the stand-in the nodes after gpu3 each move over. */
+	ranks_of(before, 8, "gpu4", was);
+	ranks_of(after, 8, "gpu4", now);
+	assert_memory_not_equal(was, now, sizeof(was));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_stand_in_pairs),
+		cmocka_unit_test(test_stand_ins_refused),
+		cmocka_unit_test(test_stand_in_keeps_survivors_ranks),
 		cmocka_unit_test(test_driver_options),
 		cmocka_unit_test(test_driver_defaults_and_refusals),
 		cmocka_unit_test(test_agent_args),
