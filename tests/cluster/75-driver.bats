@@ -64,6 +64,11 @@ train()
 	[ "$(grep -c '^phalanx: starting 8 workers on 4 nodes' "$OUT")" -eq 2 ]
 	grep -q '^\[rank [0-9]\] \[rank [0-9]@node5\] resumed from checkpoint' "$OUT"
 	[ -z "$(sed -n '/relaunching/,$p' "$OUT" | grep '@node3\]')" ]
+	# The spare stands in for node3: it runs node3's ranks (4, 5), and the
+	# nodes after node3 keep theirs (node4: 6, 7) instead of moving over.
+	has 'placement: node3=node5 (each spare takes the ranks of the node it replaces'
+	for r in 4 5; do grep -q "^\[rank $r\] \[rank $r@node5\] resumed from checkpoint" "$OUT"; done
+	for r in 6 7; do grep -q "^\[rank $r\] \[rank $r@node4\] resumed from checkpoint" "$OUT"; done
 	grep -q '^\[rank 0\] .*finished 150 steps.*replicas identical: True' "$OUT"
 	has '^phalanx: the job finished (1 relaunch(es))'
 	has '^driver exit 0$'
