@@ -72,6 +72,7 @@ struct driver {
 	bool *trusted; /* [alloc]: passed the check since it last joined a step */
 	bool *slow; /* [alloc]: the check found it slow */
 	bool *suspect; /* [alloc]: Slurm has it NOT_RESPONDING, not (yet) DOWN */
+	bool *unconfirmed; /* [alloc]: bad by its agent's silence alone, Slurm not told yet */
 	size_t *prev; /* the nodes of the last step */
 	size_t nprev;
 	size_t *last; /* the nodes of the last step started, in order */
@@ -598,6 +599,8 @@ static void srun_report(struct driver *dr, struct step *s)
 	    s->launch_failed)
 		return;
 	i = alloc_index(dr, s->vanished);
+	if (i >= 0 && s->silent)
+		dr->unconfirmed[i] = true;
 	if (i >= 0)
 		node_bad(dr, s, (size_t)i,
 			 s->silent ? "its agent stopped beating: the node is dead, hung or cut off"
@@ -748,11 +751,65 @@ static int plan_requeue(struct driver *dr, char *bad, char **exclude)
 	return -1;
 }
 
+/* Counts the nodes found bad by their agent's silence alone that Slurm still calls usable. */
+static size_t count_unconfirmed(struct driver *dr)
+{
+	size_t n = 0;
+
+	check_nodes(dr, NULL);
+	for (uint32_t k = 0; dr->nodes && k < dr->nodes->record_count; k++) {
+		const node_info_t *node = &dr->nodes->node_array[k];
+		bool stop;
+		long i;
+
+		if (!node->name || (i = alloc_index(dr, node->name)) < 0 || !dr->unconfirmed[i])
+			continue;
+		if (bad_state(node->node_state, &stop))
+			dr->unconfirmed[i] = false;
+		n += dr->unconfirmed[i];
+	}
+	return n;
+}
+
+/*
+ * The agents find a dead node seconds before Slurm calls it DOWN. A requeue
+ * short of nodes must leave such a node to Slurm, which keeps the job off it
+ * until it returns, not exclude it for good: the job would then wait for
+ * other nodes only. So first wait for Slurm's verdict, at most
+ * verdict_wait_ms(); a node Slurm still calls usable then is excluded.
+ */
+static void await_slurm_verdict(struct driver *dr, const char *bad)
+{
+	struct phx_requeue_plan plan;
+	char *exclude = NULL, err[256];
+	size_t n = count_unconfirmed(dr);
+	uint64_t until;
+
+	if (!n || phx_requeue_check(dr->job_id, bad, dr->alloc.count,
+				    (enum phx_too_few)dr->conf->recovery.too_few_nodes, &plan,
+				    &exclude, err, sizeof(err)) < 0)
+		return;
+	free(exclude);
+	if (plan.verdict == PHX_REQUEUE_OK)
+		return;
+	until = now_ms() + verdict_wait_ms();
+	phx_warn("job %u has too few nodes for a requeue without %s; waiting up to %llu s for "
+		 "Slurm to call the %zu node(s) its agents found lost DOWN, so that Slurm keeps "
+		 "the job off them only until they return",
+		 dr->job_id, bad, (unsigned long long)(until - now_ms()) / 1000, n);
+	while (n && now_ms() < until) {
+		usleep(250000);
+		n = count_unconfirmed(dr);
+	}
+}
+
 static int requeue(struct driver *dr, const char *why)
 {
 	char *bad = flagged_list(dr, dr->st.bad, NULL, dr->alloc.count), *exclude = NULL;
 
 	phx_error("requeueing job %u: %s", dr->job_id, why);
+	if (bad)
+		await_slurm_verdict(dr, bad);
 	if (plan_requeue(dr, bad, &exclude) < 0) {
 		free(bad);
 		return PHX_EXIT_NO_NODES;
@@ -1081,12 +1138,14 @@ static int setup(struct driver *dr, const struct phx_conf *conf)
 	dr->trusted = calloc(dr->alloc.count, sizeof(*dr->trusted));
 	dr->slow = calloc(dr->alloc.count, sizeof(*dr->slow));
 	dr->suspect = calloc(dr->alloc.count, sizeof(*dr->suspect));
+	dr->unconfirmed = calloc(dr->alloc.count, sizeof(*dr->unconfirmed));
 	dr->prev = calloc(dr->alloc.count, sizeof(*dr->prev));
 	dr->last = calloc(dr->alloc.count, sizeof(*dr->last));
 	dr->placed_as = calloc(dr->alloc.count, sizeof(*dr->placed_as));
 	for (size_t i = 0; dr->placed_as && i < dr->alloc.count; i++)
 		dr->placed_as[i] = i;
-	if (!dr->trusted || !dr->slow || !dr->suspect || !dr->prev || !dr->last || !dr->placed_as)
+	if (!dr->trusted || !dr->slow || !dr->suspect || !dr->unconfirmed || !dr->prev ||
+	    !dr->last || !dr->placed_as)
 		return PHX_EXIT_SETUP;
 	n = readlink("/proc/self/exe", dr->self, sizeof(dr->self) - 1);
 	if (n <= 0) {
@@ -1141,6 +1200,7 @@ int phx_driver_main(struct phx_launch_opts *o, const struct phx_conf *conf, int 
 	free(dr.trusted);
 	free(dr.slow);
 	free(dr.suspect);
+	free(dr.unconfirmed);
 	free(dr.prev);
 	free(dr.last);
 	free(dr.placed_as);
