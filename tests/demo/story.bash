@@ -86,37 +86,47 @@ story_state() { scontrol show job "$1" -o 2>/dev/null | grep -o 'JobState=[A-Z_]
 story_has() { grep -qs -- "$1" "$STORY_OUT"; }
 
 # story_watch: records when each moment of the run first shows in the
-# output (polled every 50 ms) into $dir/moments, until all were seen or
-# story_unwatch. Started with the job: its first start is the floor.
+# output into $dir/moments, until all were seen or story_unwatch. Each
+# line is stamped as tail -F hands it over (inotify): polling the file
+# with grep lagged by up to seconds on a loaded 2-core host with 32
+# nodes, which the detection figure then carried. Started with the job:
+# its first start is the floor.
 story_watch()
 {
-	local marks=(start 'phalanx: starting the step on'
-		fresh 'first step from scratch done'
-		detect 'phalanx: warning: node .* is bad\|phalanx: stopped step'
-		relaunch 'phalanx: warning: relaunching'
-		restore 'restoring checkpoint generation'
-		step 'first step after the restore done')
 	: >"$dir/moments"
 	(
-		local i seen=0 done=()
-		while [ "$seen" -lt $((${#marks[@]} / 2)) ]; do
-			for ((i = 0; i < ${#marks[@]}; i += 2)); do
-				[ -n "${done[i]:-}" ] && continue
-				if [ "${marks[i]}" = restore ]; then
-					# The restore of the relaunched step, not the first start's.
-					sed -n '/phalanx: warning: relaunching/,$p' "$STORY_OUT" 2>/dev/null |
-						grep -q "${marks[i + 1]}" || continue
-				else
-					grep -q "${marks[i + 1]}" "$STORY_OUT" 2>/dev/null || continue
-				fi
-				done[i]=1
-				seen=$((seen + 1))
-				echo "${marks[i]} $(story_now)" >>"$dir/moments"
+		local line mark seen=' ' relaunched= n=0 watcher=$BASHPID
+
+		# Ends with this subshell (story_unwatch kills only that).
+		tail -n +1 -F --pid="$watcher" "$STORY_OUT" 2>/dev/null |
+			while IFS= read -r line; do
+				story_mark "$line" "$relaunched" || continue
+				mark=$STORY_MARK
+				[ "$mark" = relaunch ] && relaunched=1
+				[[ $seen == *" $mark "* ]] && continue
+				seen+="$mark "
+				echo "$mark $EPOCHREALTIME" >>"$dir/moments"
+				n=$((n + 1))
+				[ "$n" -lt 6 ] || break
 			done
-			sleep 0.05
-		done
 	) &
 	STORY_WATCH=$!
+}
+
+# story_mark LINE RELAUNCHED: sets STORY_MARK to the moment a line of the
+# output marks (no fork per line). A restore counts only once the relaunch
+# was seen, not the first start's.
+story_mark()
+{
+	case $1 in
+	*'phalanx: starting the step on'*) STORY_MARK=start ;;
+	*'first step from scratch done'*) STORY_MARK=fresh ;;
+	*'phalanx: warning: node '*' is bad'* | *'phalanx: stopped step'*) STORY_MARK=detect ;;
+	*'phalanx: warning: relaunching'*) STORY_MARK=relaunch ;;
+	*'restoring checkpoint generation'*) [ -n "$2" ] && STORY_MARK=restore ;;
+	*'first step after the restore done'*) STORY_MARK=step ;;
+	*) return 1 ;;
+	esac
 }
 
 story_unwatch()
