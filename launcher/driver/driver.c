@@ -198,9 +198,14 @@ static bool check_nodes(struct driver *dr, struct step *s)
 		bool stop;
 		long i;
 
-		if (!n->name || (i = alloc_index(dr, n->name)) < 0 || dr->st.bad[i])
+		if (!n->name || (i = alloc_index(dr, n->name)) < 0)
 			continue;
 		why = bad_state(n->node_state, &stop);
+		if (dr->st.bad[i]) {
+			/* Slurm has caught up with the agents that found it lost. */
+			dr->unconfirmed[i] &= !why;
+			continue;
+		}
 		dr->suspect[i] = !why && (n->node_state & NODE_STATE_NO_RESPOND);
 		if (!why)
 			continue;
@@ -757,17 +762,8 @@ static size_t count_unconfirmed(struct driver *dr)
 	size_t n = 0;
 
 	check_nodes(dr, NULL);
-	for (uint32_t k = 0; dr->nodes && k < dr->nodes->record_count; k++) {
-		const node_info_t *node = &dr->nodes->node_array[k];
-		bool stop;
-		long i;
-
-		if (!node->name || (i = alloc_index(dr, node->name)) < 0 || !dr->unconfirmed[i])
-			continue;
-		if (bad_state(node->node_state, &stop))
-			dr->unconfirmed[i] = false;
+	for (size_t i = 0; i < dr->alloc.count; i++)
 		n += dr->unconfirmed[i];
-	}
 	return n;
 }
 
