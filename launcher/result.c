@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "common/hex.h"
 #include "launcher/result.h"
 
@@ -279,21 +281,12 @@ int phx_lost_format(const char *node, unsigned long ms, const char *by, char *bu
 			node, ms, by);
 }
 
-/* Constant time: a stranger learns nothing of the key from the time a refusal takes. */
-static bool same_key(const char *a, const char *b, size_t n)
-{
-	unsigned char diff = 0;
-
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)(a[i] ^ b[i]);
-	return diff == 0;
-}
-
 int phx_lost_report_parse(const char *d, size_t n, const char *key, char *node, size_t nodelen)
 {
+	/* In constant time: a refusal's time tells a stranger nothing of the key. */
 	if (strlen(key) != PHX_LOST_KEY_HEX || n <= PHX_LOST_KEY_HEX + 1 ||
 	    n > PHX_LOST_REPORT_MAX || d[PHX_LOST_KEY_HEX] != ' ' ||
-	    !same_key(d, key, PHX_LOST_KEY_HEX))
+	    CRYPTO_memcmp(d, key, PHX_LOST_KEY_HEX))
 		return -1;
 	return phx_lost_parse(d + PHX_LOST_KEY_HEX + 1, n - PHX_LOST_KEY_HEX - 1, node, nodelen);
 }
