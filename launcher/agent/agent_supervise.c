@@ -562,6 +562,7 @@ int phx_agent_supervise(struct phx_agent *a)
 		if (a->preempting)
 			phx_agent_preempt_check(a);
 		hang_check(a, &evidence);
+		phx_agent_wake_check_settled(a);
 		if (ready) {
 			if (evidence)
 				phx_agent_evidence(a, evidence);

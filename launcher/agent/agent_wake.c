@@ -8,7 +8,8 @@
  *         round later than any heard counts: no agent can be more than one
  *         round ahead of another, since a round is a fence every agent enters.
  *   beat: every timeout/PHX_LIVENESS_BEATS to the agents that watch this one
- *         (launcher/liveness.h); "end" when this agent exits on its own.
+ *         (launcher/liveness.h); "settling" while this agent's workers start,
+ *         "end" when this agent exits on its own.
  */
 #include "config.h"
 
@@ -31,6 +32,7 @@
 
 #include <openssl/crypto.h>
 
+#include "checkpoint/proto/heartbeat.h"
 #include "common/clock.h"
 #include "common/hex.h"
 #include "common/log.h"
@@ -42,7 +44,15 @@
 
 #define WAKE_KEY_LEN (PHX_WAKE_KEY_HEX / 2)
 
-static const char magic_wake[4] = "PHXW", magic_beat[4] = "PHXB", magic_end[4] = "PHXE";
+static const char magic_wake[4] = "PHXW";
+/* By enum phx_beat. */
+static const char magic_beat[][4] = { "PHXB", "PHXS", "PHXE" };
+
+/*
+ * Settled when every worker started here has beaten once through
+ * libphalanx, or this long after the last start for workers that never do.
+ */
+#define SETTLE_MAX_NS (30ull * 1000000000ull)
 
 struct wake_msg {
 	char magic[4];
@@ -65,7 +75,10 @@ struct phx_agent_wake {
 	char *const *hosts; /* the agent's, for the lost lines */
 	const char *node;
 	atomic_ulong due; /* the latest round another agent said it started */
+	atomic_bool settling; /* this agent's workers are starting (the main loop's word) */
+	uint64_t settle_since_ns; /* the main loop's: the last worker's start */
 	struct phx_liveness live; /* the thread's only */
+	uint64_t latest_beat_ns; /* the thread's: the most a beat went out after it was due */
 	bool watching; /* beats on (a timeout, and peers) */
 	bool threaded;
 	pthread_t thread;
@@ -94,6 +107,7 @@ void phx_agent_wake_open(struct phx_agent *a)
 		return;
 	}
 	w->port = ntohs(sa.sin_port);
+	atomic_init(&w->settling, true);
 	phx_hex_encode(w->key, sizeof(w->key), w->key_hex);
 	a->wake = w;
 }
@@ -121,10 +135,10 @@ static void send_to(struct phx_agent_wake *w, uint32_t rank, const char *magic, 
 		     sizeof(w->peers[rank]));
 }
 
-static void beat(struct phx_agent_wake *w, const char *magic)
+static void beat(struct phx_agent_wake *w, enum phx_beat what)
 {
 	for (unsigned i = 0; i < w->live.n; i++)
-		send_to(w, phx_liveness_target(&w->live, i), magic, 0);
+		send_to(w, phx_liveness_target(&w->live, i), magic_beat[what], 0);
 }
 
 static void heard_wake(struct phx_agent_wake *w, uint64_t round)
@@ -142,28 +156,33 @@ static void heard_wake(struct phx_agent_wake *w, uint64_t round)
 	}
 }
 
-/* Bounded: a flood is read in batches, one datagram costs one compare. */
-static void receive(struct phx_agent_wake *w)
+/*
+ * Bounded: a flood is read in batches, one datagram costs one compare.
+ * True once the socket is empty: only then has every beat that came been
+ * heard.
+ */
+static bool receive(struct phx_agent_wake *w)
 {
 	struct wake_msg m;
 
 	for (int i = 0; i < 64; i++) {
 		ssize_t n = recv(w->fd, &m, sizeof(m), MSG_TRUNC);
-		bool end;
 
 		if (n < 0)
-			return;
+			return errno == EAGAIN || errno == EWOULDBLOCK;
 		if (n != (ssize_t)sizeof(m) || CRYPTO_memcmp(m.key, w->key, WAKE_KEY_LEN))
 			continue;
 		if (!memcmp(m.magic, magic_wake, 4)) {
 			heard_wake(w, be64toh(m.round));
 			continue;
 		}
-		end = !memcmp(m.magic, magic_end, 4);
-		if ((end || !memcmp(m.magic, magic_beat, 4)) && w->watching)
-			phx_liveness_heard(&w->live, be32toh(m.from), end,
-					   phx_now_ns(CLOCK_MONOTONIC));
+		for (enum phx_beat b = PHX_BEAT_STEADY; w->watching && b <= PHX_BEAT_END; b++) {
+			if (!memcmp(m.magic, magic_beat[b], 4))
+				phx_liveness_heard(&w->live, be32toh(m.from), b,
+						   phx_now_ns(CLOCK_MONOTONIC));
+		}
 	}
+	return false;
 }
 
 /* The line, straight to the driver as well: srun's output may be queued behind the workers'. */
@@ -207,15 +226,28 @@ static void *watch_thread(void *arg)
 	for (;;) {
 		struct pollfd pf[2] = { { w->fd, POLLIN, 0 }, { w->stop_fd, POLLIN, 0 } };
 		uint64_t now = phx_now_ns(CLOCK_MONOTONIC);
+		/*
+		 * Read after now: beats queued while this thread itself was
+		 * not scheduled, or behind a batch of wakes, are no silence of
+		 * their sender's; silence is judged on an empty socket only.
+		 * An error pending on the socket is read (and cleared) too.
+		 */
+		bool drained = receive(w);
 		int timeout = -1;
 
 		if (w->watching) {
 			if (now >= next) {
-				beat(w, magic_beat);
+				beat(w, atomic_load(&w->settling) ? PHX_BEAT_SETTLING
+								  : PHX_BEAT_STEADY);
+				if (next && now - next > w->latest_beat_ns)
+					w->latest_beat_ns = now - next;
 				next = now + interval;
 			}
-			report_silent(w, now);
-			timeout = (int)((next - now + 999999u) / 1000000u);
+			if (drained)
+				report_silent(w, now);
+			timeout = drained ? (int)((next - now + 999999u) / 1000000u) : 0;
+		} else if (!drained) {
+			timeout = 0;
 		}
 		if (poll(pf, 2, timeout) < 0 && errno != EINTR) {
 			phx_warn("the liveness watch on %s stopped: poll: %s; its death is left to "
@@ -230,13 +262,16 @@ static void *watch_thread(void *arg)
 					 w->node, (unsigned)pf[1].revents);
 			break;
 		}
-		/* An error pending on the socket is read (and cleared) by recv, too. */
-		if (pf[0].revents)
-			receive(w);
 	}
 	/* Ending: the watchers are not to take the silence for a death. */
 	if (w->watching)
-		beat(w, magic_end);
+		beat(w, PHX_BEAT_END);
+	if (w->watching && w->latest_beat_ns > w->live.timeout_ns / 3)
+		phx_warn("the liveness beats on %s went out up to %llu ms late (its CPUs were "
+			 "saturated); its watchers take %llu ms of silence for a loss: keep "
+			 "--peer-timeout-ms well above the first if this node was reported lost",
+			 w->node, (unsigned long long)(w->latest_beat_ns / 1000000u),
+			 (unsigned long long)(w->live.timeout_ns / 1000000u));
 	return NULL;
 }
 
@@ -365,6 +400,31 @@ void phx_agent_wake_send(struct phx_agent *a, unsigned long round)
 		return;
 	for (uint32_t r = 0; r < w->size; r++)
 		send_to(w, r, magic_wake, round);
+}
+
+void phx_agent_wake_settle(struct phx_agent *a)
+{
+	if (!a->wake)
+		return;
+	a->wake->settle_since_ns = phx_now_ns(CLOCK_MONOTONIC);
+	atomic_store(&a->wake->settling, true);
+}
+
+void phx_agent_wake_check_settled(struct phx_agent *a)
+{
+	struct phx_agent_wake *w = a->wake;
+	struct phx_hb_snapshot snap;
+
+	if (!w || !atomic_load(&w->settling))
+		return;
+	if (phx_now_ns(CLOCK_MONOTONIC) - w->settle_since_ns < SETTLE_MAX_NS) {
+		for (unsigned i = 0; i < a->nproc; i++) {
+			phx_hb_read(a->hb, a->w[i].slot, &snap);
+			if (a->w[i].running && !snap.beat_ns)
+				return;
+		}
+	}
+	atomic_store(&w->settling, false);
 }
 
 bool phx_agent_wake_due(const struct phx_agent *a)

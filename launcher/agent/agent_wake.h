@@ -42,6 +42,14 @@ const char *phx_agent_wake_key(const struct phx_agent *a);
 void phx_agent_wake_connect(struct phx_agent *a, const unsigned *ports, const char *key);
 /* Tells every other agent that round `round` has started here. */
 void phx_agent_wake_send(struct phx_agent *a, unsigned long round);
+/*
+ * Workers start here (each start, restarts too): the beats say the agent
+ * is settling, and its watchers give it PHX_LIVENESS_SETTLE_FACTOR
+ * timeouts, until phx_agent_wake_check_settled, called from the main
+ * loop, finds every worker's first heartbeat.
+ */
+void phx_agent_wake_settle(struct phx_agent *a);
+void phx_agent_wake_check_settled(struct phx_agent *a);
 /* True when another agent has started the round after a->rounds. */
 bool phx_agent_wake_due(const struct phx_agent *a);
 /* Stops the thread; its last beats tell the watchers this agent ends on its own. */

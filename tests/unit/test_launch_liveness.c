@@ -41,11 +41,12 @@ static void test_ring_beats_reach_the_watchers(void **state)
 				watched_by[me]++;
 				/* The target watches me: my beat counts there. */
 				phx_liveness_init(&t, to, size, 600 * MS, 0);
-				assert_true(phx_liveness_heard(&t, me, false, 1));
+				assert_true(phx_liveness_heard(&t, me, PHX_BEAT_STEADY, 1));
 			}
 			/* A beat from an agent this one does not watch is not its business. */
 			if (size > 3)
-				assert_false(phx_liveness_heard(&l, (me + 1) % size, false, 1));
+				assert_false(phx_liveness_heard(&l, (me + 1) % size,
+								PHX_BEAT_STEADY, 1));
 		}
 		for (unsigned me = 0; me < size; me++)
 			assert_int_equal(watched_by[me], size > 2 ? 2 : size - 1);
@@ -60,19 +61,19 @@ static void test_silence_is_found_once(void **state)
 	(void)state;
 	phx_liveness_init(&l, 5, 8, 600 * MS, 1000 * MS);
 	assert_int_equal(phx_liveness_interval(&l), 100 * MS);
-	/* The first beat may take twice the timeout. */
-	assert_int_equal(phx_liveness_silent(&l, 2100 * MS, &quiet), -1);
-	assert_true(phx_liveness_heard(&l, 4, false, 2000 * MS));
-	assert_true(phx_liveness_heard(&l, 3, false, 2000 * MS));
+	/* Settling at first: the first beat may take four timeouts. */
+	assert_int_equal(phx_liveness_silent(&l, 3300 * MS, &quiet), -1);
+	assert_true(phx_liveness_heard(&l, 4, PHX_BEAT_STEADY, 2000 * MS));
+	assert_true(phx_liveness_heard(&l, 3, PHX_BEAT_STEADY, 2000 * MS));
 	/* Beats keep both alive. */
 	for (uint64_t t = 2000; t < 5000; t += 100) {
-		phx_liveness_heard(&l, 4, false, t * MS);
-		phx_liveness_heard(&l, 3, false, t * MS);
+		phx_liveness_heard(&l, 4, PHX_BEAT_STEADY, t * MS);
+		phx_liveness_heard(&l, 3, PHX_BEAT_STEADY, t * MS);
 		assert_int_equal(phx_liveness_silent(&l, t * MS + 50 * MS, &quiet), -1);
 	}
 	/* Agent 4 stops at 4900 ms; agent 3 goes on. */
 	for (uint64_t t = 5000; t < 5500; t += 100) {
-		phx_liveness_heard(&l, 3, false, t * MS);
+		phx_liveness_heard(&l, 3, PHX_BEAT_STEADY, t * MS);
 		assert_int_equal(phx_liveness_silent(&l, t * MS, &quiet), -1);
 	}
 	assert_int_equal(phx_liveness_silent(&l, 5500 * MS, &quiet), 4);
@@ -80,6 +81,40 @@ static void test_silence_is_found_once(void **state)
 	/* Once: a second look finds nothing new, though 4 is still silent. */
 	assert_int_equal(phx_liveness_silent(&l, 9000 * MS, &quiet), 3);
 	assert_int_equal(phx_liveness_silent(&l, 9000 * MS, &quiet), -1);
+}
+
+/*
+ * An agent whose workers start (again) shares its CPUs with them: four
+ * timeouts while its beats say so, one once they say its workers run.
+ */
+static void test_a_settling_agent_gets_longer(void **state)
+{
+	struct phx_liveness l;
+	uint64_t quiet;
+
+	(void)state;
+	phx_liveness_init(&l, 0, 2, 600 * MS, 0);
+	assert_true(phx_liveness_heard(&l, 1, PHX_BEAT_SETTLING, 100 * MS));
+	assert_int_equal(phx_liveness_silent(&l, 2499 * MS, &quiet), -1);
+	assert_true(phx_liveness_heard(&l, 1, PHX_BEAT_STEADY, 2400 * MS));
+	assert_int_equal(phx_liveness_silent(&l, 2999 * MS, &quiet), -1);
+	/* Its workers restart: settling again. */
+	assert_true(phx_liveness_heard(&l, 1, PHX_BEAT_SETTLING, 2900 * MS));
+	assert_int_equal(phx_liveness_silent(&l, 5200 * MS, &quiet), -1);
+	assert_int_equal(phx_liveness_silent(&l, 5300 * MS, &quiet), 1);
+	assert_int_equal(quiet, 2400 * MS);
+}
+
+static void test_steady_silence_is_one_timeout(void **state)
+{
+	struct phx_liveness l;
+	uint64_t quiet;
+
+	(void)state;
+	phx_liveness_init(&l, 0, 2, 600 * MS, 0);
+	assert_true(phx_liveness_heard(&l, 1, PHX_BEAT_STEADY, 100 * MS));
+	assert_int_equal(phx_liveness_silent(&l, 699 * MS, &quiet), -1);
+	assert_int_equal(phx_liveness_silent(&l, 700 * MS, &quiet), 1);
 }
 
 static void test_an_agent_that_ends_is_not_lost(void **state)
@@ -90,11 +125,11 @@ static void test_an_agent_that_ends_is_not_lost(void **state)
 	(void)state;
 	phx_liveness_init(&l, 0, 2, 600 * MS, 0);
 	assert_int_equal(l.n, 1);
-	assert_true(phx_liveness_heard(&l, 1, false, 100 * MS));
-	assert_true(phx_liveness_heard(&l, 1, true, 200 * MS));
+	assert_true(phx_liveness_heard(&l, 1, PHX_BEAT_STEADY, 100 * MS));
+	assert_true(phx_liveness_heard(&l, 1, PHX_BEAT_END, 200 * MS));
 	assert_int_equal(phx_liveness_silent(&l, 60000 * MS, &quiet), -1);
 	/* A late (reordered) beat does not bring it back. */
-	phx_liveness_heard(&l, 1, false, 150 * MS);
+	phx_liveness_heard(&l, 1, PHX_BEAT_STEADY, 150 * MS);
 	assert_int_equal(phx_liveness_silent(&l, 60000 * MS, &quiet), -1);
 }
 
@@ -106,7 +141,7 @@ static void test_one_agent_watches_none(void **state)
 	(void)state;
 	phx_liveness_init(&l, 0, 1, 600 * MS, 0);
 	assert_int_equal(l.n, 0);
-	assert_false(phx_liveness_heard(&l, 0, false, 1));
+	assert_false(phx_liveness_heard(&l, 0, PHX_BEAT_STEADY, 1));
 	assert_int_equal(phx_liveness_silent(&l, 60000 * MS, &quiet), -1);
 }
 
@@ -163,6 +198,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ring_beats_reach_the_watchers),
 		cmocka_unit_test(test_silence_is_found_once),
+		cmocka_unit_test(test_a_settling_agent_gets_longer),
+		cmocka_unit_test(test_steady_silence_is_one_timeout),
 		cmocka_unit_test(test_an_agent_that_ends_is_not_lost),
 		cmocka_unit_test(test_one_agent_watches_none),
 		cmocka_unit_test(test_lost_line),
