@@ -617,14 +617,16 @@ static bool to_announce(const struct phx_ckpt *c, const struct ck_gen *g)
 	return false;
 }
 
-static void announce(struct phx_ckpt *c, const struct ck_gen *g, char *buf, size_t len)
+/* g's digests after buf's '|'; false when they do not fit (buf unchanged). */
+static bool announce(struct phx_ckpt *c, const struct ck_gen *g, char *buf, size_t len)
 {
 	struct phx_ckpt_shard *s = calloc(c->nproc, sizeof(*s));
 	size_t used = strlen(buf);
+	int n;
 
 	if (!s || used + 2 >= len) {
 		free(s);
-		return;
+		return false;
 	}
 	for (unsigned i = 0; i < c->nproc; i++) {
 		s[i].rank = c->slot[i].rank;
@@ -632,12 +634,14 @@ static void announce(struct phx_ckpt *c, const struct ck_gen *g, char *buf, size
 		memcpy(s[i].digest, g->digest[i], sizeof(s[i].digest));
 		s[i].sharded = g->sharded[i];
 	}
-	buf[used++] = '|';
-	/* Too long for the buffer: cut off, and the others' parser refuses it. */
-	if (phx_ckpt_digests_format(g->step, s, c->nproc, (int)c->algo, buf + used, len - used) >=
-	    (int)(len - used))
-		buf[used - 1] = '\0';
+	buf[used] = '|';
+	n = phx_ckpt_digests_format(g->step, s, c->nproc, (int)c->algo, buf + used + 1,
+				    len - used - 1);
 	free(s);
+	if (n >= 0 && (size_t)n < len - used - 1)
+		return true;
+	buf[used] = '\0';
+	return false;
 }
 
 /* Rounds while a save is on its way to every node's tiers; half a minute at most. */
@@ -685,7 +689,7 @@ void phx_agent_ckpt_round_value(struct phx_agent *a, char *buf, size_t len)
 	struct phx_ckpt *c = a->ckpt;
 	struct phx_ckpt_state st;
 	size_t used = strlen(buf);
-	const struct ck_gen *newest[2] = { NULL, NULL };
+	bool sent[CK_GENS] = { false };
 
 	if (!c || used + 2 >= len)
 		return;
@@ -695,21 +699,23 @@ void phx_agent_ckpt_round_value(struct phx_agent *a, char *buf, size_t len)
 	memcpy(st.published, c->published, sizeof(st.published));
 	buf[used++] = '|';
 	phx_ckpt_state_format(&st, buf + used, len - used);
-	/* The two newest generations the others may still need this node's digests of. */
-	for (int i = 0; i < CK_GENS; i++) {
-		const struct ck_gen *g = &c->gen[i];
+	/*
+	 * Every generation the others may still need this node's digests of,
+	 * newest first while they fit: the one committed next is the slowest
+	 * node's newest, which a fast node may have saved several times past.
+	 */
+	for (;;) {
+		int newest = -1;
 
-		if (!to_announce(c, g))
-			continue;
-		if (!newest[0] || g->step > newest[0]->step) {
-			newest[1] = newest[0];
-			newest[0] = g;
-		} else if (!newest[1] || g->step > newest[1]->step) {
-			newest[1] = g;
+		for (int i = 0; i < CK_GENS; i++) {
+			if (!sent[i] && to_announce(c, &c->gen[i]) &&
+			    (newest < 0 || c->gen[i].step > c->gen[newest].step))
+				newest = i;
 		}
+		if (newest < 0 || !announce(c, &c->gen[newest], buf, len))
+			break;
+		sent[newest] = true;
 	}
-	for (int k = 0; k < 2 && newest[k]; k++)
-		announce(c, newest[k], buf, len);
 }
 
 /* Another agent's shards of a generation, kept for its manifest. */
