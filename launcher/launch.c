@@ -282,7 +282,6 @@ static int prepare(struct phx_agent *a)
 	rc = phx_agent_ckpt_setup(a);
 	if (rc)
 		return rc;
-	phx_agent_ckptd_setup(a);
 	phx_agent_xid_open(a);
 	if (a->pmix.me.rank == 0)
 		phx_info("starting %lu workers on %u nodes (%u per node), rank 0 at %s:%u, "
@@ -306,9 +305,17 @@ static int prepare(struct phx_agent *a)
 	rc = phx_agent_ckpt_agree(a);
 	phx_debug("start-up on %s: checkpoint restore agreed at %.1f ms", a->node,
 		  (double)(phx_now_ns(CLOCK_REALTIME) - a->up_ns[PHX_UP_EXEC]) / 1e6);
-	if (rc)
+	if (rc) {
 		phx_agent_stop_all(a);
-	return rc;
+		return rc;
+	}
+	/*
+	 * Only now: the main loop answers phalanx-ckptd's challenge, and the
+	 * fences before it take longer than the daemon's 5 s deadline on a
+	 * large or loaded step.
+	 */
+	phx_agent_ckptd_setup(a);
+	return 0;
 }
 
 static void cleanup(struct phx_agent *a)
