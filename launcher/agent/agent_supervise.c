@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -504,14 +505,20 @@ static int start_round(struct phx_agent *a, enum phx_node_state *sent_state)
 static void startup_done(struct phx_agent *a)
 {
 	const uint64_t *t = a->up_ns;
+	struct rusage ru = { 0 };
 
 	a->up_ns[PHX_UP_AGREED] = phx_now_ns(CLOCK_REALTIME);
-	if (a->o->startup_times)
-		phx_info("start-up on %s, ns since the epoch: exec %" PRIu64 " pmix %" PRIu64
-			 " wireup %" PRIu64 " placed %" PRIu64 " spawned %" PRIu64
-			 " agreed %" PRIu64,
-			 a->node, t[PHX_UP_EXEC], t[PHX_UP_PMIX], t[PHX_UP_WIRED], t[PHX_UP_PLACED],
-			 t[PHX_UP_SPAWNED], t[PHX_UP_AGREED]);
+	if (!a->o->startup_times)
+		return;
+	/* The agent's CPU so far: what a loaded node (or a lab sharing its cores) pays for it. */
+	getrusage(RUSAGE_SELF, &ru);
+	phx_info("start-up on %s, ns since the epoch: exec %" PRIu64 " pmix %" PRIu64
+		 " wireup %" PRIu64 " placed %" PRIu64 " spawned %" PRIu64 " agreed %" PRIu64
+		 "; cpu_us %lld",
+		 a->node, t[PHX_UP_EXEC], t[PHX_UP_PMIX], t[PHX_UP_WIRED], t[PHX_UP_PLACED],
+		 t[PHX_UP_SPAWNED], t[PHX_UP_AGREED],
+		 (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000ll +
+			 ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
 }
 
 static void on_shutdown(struct phx_agent *a, uint64_t *give_up_at)

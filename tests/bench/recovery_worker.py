@@ -4,9 +4,13 @@
 
   recovery_worker.py --steps N [--step-sleep S] [--state-mib M] [--mark-first]
 
-Each step sleeps S seconds, beats and, when Phalanx says so, saves a state
-of M MiB (the step and this rank in its first bytes) through libphalanx's
-Python binding. It restores the newest committed generation first and
+Each step sleeps S seconds, waits for every rank to end it (a star through
+rank 0 at MASTER_ADDR:MASTER_PORT, the lock-step a training step's
+all-reduce imposes: without it 64 ranks on 2 cores drift apart by more
+generations than a node keeps, and none is ever held by all), beats and,
+when Phalanx says so, saves a state of M MiB (the step and this rank in its
+first bytes) through libphalanx's Python binding. A peer that goes away
+leaves the rank waiting, as a collective does, until Phalanx stops it. It restores the newest committed generation first and
 checks the bytes are its own rank's state of that step. Rank 0 says when
 its first step is done, as tests/demo/train.py --mark-first does.
 """
@@ -24,6 +28,50 @@ HEAD = struct.Struct("<qq")
 
 def log(rank, msg):
     print(f"[rank {rank}@{socket.gethostname()}] {msg}", flush=True)
+
+
+class StepSync:
+    """Every rank ends each step together, through rank 0."""
+
+    def __init__(self, rank, world):
+        self.rank = rank
+        addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+        if world == 1:
+            self.peers = []
+        elif rank == 0:
+            with socket.create_server(("", port), backlog=world) as srv:
+                self.peers = [srv.accept()[0] for _ in range(world - 1)]
+        else:
+            deadline = time.monotonic() + 300
+            while True:
+                try:
+                    self.peers = [socket.create_connection((addr, port), timeout=5)]
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.1)
+            self.peers[0].settimeout(None)
+
+    def step(self):
+        try:
+            if self.rank == 0:
+                for p in self.peers:
+                    self._one(p)
+                for p in self.peers:
+                    p.sendall(b"g")
+            elif self.peers:
+                self.peers[0].sendall(b"s")
+                self._one(self.peers[0])
+        except OSError as e:
+            log(self.rank, f"a peer went away ({e}); waiting to be stopped")
+            while True:
+                time.sleep(3600)
+
+    @staticmethod
+    def _one(p):
+        if not p.recv(1):
+            raise ConnectionResetError("end of stream")
 
 
 def main():
@@ -47,8 +95,10 @@ def main():
         state[:] = view
         del view
         log(rank, f"resumed from generation {gen_step} at step {start}")
+    sync = StepSync(rank, int(os.environ["WORLD_SIZE"]))
     for step in range(start, args.steps):
         time.sleep(args.step_sleep)
+        sync.step()
         done = step + 1
         HEAD.pack_into(state, 0, done, rank)
         if args.mark_first and rank == 0 and step == start:
