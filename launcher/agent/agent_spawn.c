@@ -32,7 +32,6 @@
 #include "launcher/restart.h"
 #include "launcher/role.h"
 #include "launcher/agent/agent.h"
-#include "launcher/agent/agent_wake.h"
 #include "launcher/agent/agent_workers.h"
 
 unsigned phx_agent_running(const struct phx_agent *a)
@@ -472,7 +471,6 @@ int phx_agent_spawn_one(struct phx_agent *a, struct phx_worker *w)
 
 	a->role_env.master_addr = a->role_master_addr;
 	a->role_env.master_port = a->role_master_port;
-	phx_agent_wake_settle(a);
 	w->failed = false;
 	w->nsamples = 0;
 	if (w->log_fd >= 0)

@@ -50,7 +50,7 @@ static const char magic_beat[][4] = { "PHXB", "PHXS", "PHXE" };
 
 /*
  * Settled when every worker started here has beaten once through
- * libphalanx, or this long after the last start for workers that never do.
+ * libphalanx, or this long after its start for workers that never do.
  */
 #define SETTLE_MAX_NS (30ull * 1000000000ull)
 
@@ -76,7 +76,6 @@ struct phx_agent_wake {
 	const char *node;
 	atomic_ulong due; /* the latest round another agent said it started */
 	atomic_bool settling; /* this agent's workers are starting (the main loop's word) */
-	uint64_t settle_since_ns; /* the main loop's: the last worker's start */
 	struct phx_liveness live; /* the thread's only */
 	uint64_t latest_beat_ns; /* the thread's: the most a beat went out after it was due */
 	bool watching; /* beats on (a timeout, and peers) */
@@ -402,29 +401,22 @@ void phx_agent_wake_send(struct phx_agent *a, unsigned long round)
 		send_to(w, r, magic_wake, round);
 }
 
-void phx_agent_wake_settle(struct phx_agent *a)
-{
-	if (!a->wake)
-		return;
-	a->wake->settle_since_ns = phx_now_ns(CLOCK_MONOTONIC);
-	atomic_store(&a->wake->settling, true);
-}
-
 void phx_agent_wake_check_settled(struct phx_agent *a)
 {
-	struct phx_agent_wake *w = a->wake;
+	uint64_t now = phx_now_ns(CLOCK_MONOTONIC);
 	struct phx_hb_snapshot snap;
+	bool settling = false;
 
-	if (!w || !atomic_load(&w->settling))
+	if (!a->wake)
 		return;
-	if (phx_now_ns(CLOCK_MONOTONIC) - w->settle_since_ns < SETTLE_MAX_NS) {
-		for (unsigned i = 0; i < a->nproc; i++) {
-			phx_hb_read(a->hb, a->w[i].slot, &snap);
-			if (a->w[i].running && !snap.beat_ns)
-				return;
-		}
+	/* A (re)started worker's heartbeat slot is reset: no beat yet. */
+	for (unsigned i = 0; i < a->nproc && !settling; i++) {
+		const struct phx_worker *w = &a->w[i];
+
+		phx_hb_read(a->hb, w->slot, &snap);
+		settling = w->running && !snap.beat_ns && now - w->start_ns < SETTLE_MAX_NS;
 	}
-	atomic_store(&w->settling, false);
+	atomic_store(&a->wake->settling, settling);
 }
 
 bool phx_agent_wake_due(const struct phx_agent *a)

@@ -43,12 +43,11 @@ void phx_agent_wake_connect(struct phx_agent *a, const unsigned *ports, const ch
 /* Tells every other agent that round `round` has started here. */
 void phx_agent_wake_send(struct phx_agent *a, unsigned long round);
 /*
- * Workers start here (each start, restarts too): the beats say the agent
- * is settling, and its watchers give it PHX_LIVENESS_SETTLE_FACTOR
- * timeouts, until phx_agent_wake_check_settled, called from the main
- * loop, finds every worker's first heartbeat.
+ * From the main loop: while a worker started here (restarts too) has not
+ * sent its first heartbeat, at most 30 s, the beats say the agent is
+ * settling and its watchers give it PHX_LIVENESS_SETTLE_FACTOR timeouts.
+ * The agent settles from its start: its workers are about to start.
  */
-void phx_agent_wake_settle(struct phx_agent *a);
 void phx_agent_wake_check_settled(struct phx_agent *a);
 /* True when another agent has started the round after a->rounds. */
 bool phx_agent_wake_due(const struct phx_agent *a);
