@@ -81,6 +81,10 @@ static void print_header(const struct phx_plan *plan)
 	       ratio(plan->hostname.total, plan->cost.total, r1, sizeof(r1)),
 	       per_rank_ms(plan, plan->lower_bound),
 	       ratio(plan->cost.total, plan->lower_bound, r2, sizeof(r2)));
+	printf("step        %.1f ms of communication by the link model (busiest link); host-name "
+	       "order %.1f ms (%s the plan)\n",
+	       (double)plan->cost.step_ns / 1e6, (double)plan->hostname.step_ns / 1e6,
+	       ratio(plan->hostname.step_ns, plan->cost.step_ns, r1, sizeof(r1)));
 	printf("cross-leaf  %.1f GiB per step; host-name order %.1f GiB (%s the plan)\n",
 	       (double)plan->cost.cross_leaf_mib / 1024,
 	       (double)plan->hostname.cross_leaf_mib / 1024,
@@ -176,6 +180,7 @@ static struct json_object *cost_json(const struct phx_plan_cost *c)
 {
 	struct json_object *o = json_object_new_object(), *groups = json_object_new_object();
 
+	json_object_object_add(o, "step_ns", json_object_new_uint64(c->step_ns));
 	json_object_object_add(o, "total_ns", json_object_new_uint64(c->total));
 	json_object_object_add(o, "cross_leaf_mib", json_object_new_uint64(c->cross_leaf_mib));
 	for (int d = 0; d < PHX_DIM_COUNT; d++) {

@@ -11,6 +11,7 @@ placement_libphxplacement_la_SOURCES = \
 	placement/megatron.c placement/megatron.h \
 	placement/placement.c placement/placement.h placement/placement_int.h \
 	placement/placement_pack.c placement/placement_refine.c placement/placement_cost.c \
+	placement/placement_links.c \
 	placement/placement_bound.c \
 	placement/rankmap.c placement/rankmap.h \
 	placement/torchenv.c placement/torchenv.h

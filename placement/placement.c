@@ -525,16 +525,26 @@ static void realize(struct placer *p, const struct candidate *c, uint32_t *rank_
 		phx_pl_pack(p->tree, &c->s, rank_node, rank_gpu);
 }
 
-/* Cheapest first; among equals the least cross-leaf traffic, then the first tried. */
+/*
+ * The shorter step by the link model first; among equals the lower summed
+ * group cost, then the least cross-leaf traffic.
+ */
+static bool better(const struct phx_plan_cost *c, const struct phx_plan_cost *b)
+{
+	if (c->step_ns != b->step_ns)
+		return c->step_ns < b->step_ns;
+	if (c->total != b->total)
+		return c->total < b->total;
+	return c->cross_leaf_mib < b->cross_leaf_mib;
+}
+
+/* The best candidate; among equals the first tried. */
 static size_t choose(const struct placer *p)
 {
 	size_t best = 0;
 
 	for (size_t i = 1; i < p->n_cand; i++) {
-		const struct phx_plan_cost *c = &p->cand[i].cost, *b = &p->cand[best].cost;
-
-		if (c->total < b->total ||
-		    (c->total == b->total && c->cross_leaf_mib < b->cross_leaf_mib))
+		if (better(&p->cand[i].cost, &p->cand[best].cost))
 			best = i;
 	}
 	return best;
@@ -546,8 +556,11 @@ static int price(struct placer *p, size_t from)
 
 	for (size_t i = from; i < p->n_cand; i++) {
 		realize(p, &p->cand[i], plan->rank_node, plan->rank_gpu);
-		if (phx_pl_cost(&p->a, plan->rank_node, &p->cand[i].cost) < 0)
+		if (phx_pl_cost(&p->a, plan->rank_node, &p->cand[i].cost) < 0 ||
+		    phx_pl_step_time(&p->a, plan->rank_node, &p->cand[i].cost.step_ns) < 0)
 			return fail(p, "out of memory");
+		if (p->in->on_candidate)
+			p->in->on_candidate(p->in->candidate_ctx, p->cand[i].name, plan->rank_node);
 	}
 	return 0;
 }
@@ -577,8 +590,7 @@ static void add_variants(struct placer *p, size_t n_base)
 			if (taken[i] || p->cand[i].hostname)
 				continue;
 			b = best < n_base ? &p->cand[best].cost : NULL;
-			if (!b || c->total < b->total ||
-			    (c->total == b->total && c->cross_leaf_mib < b->cross_leaf_mib))
+			if (!b || better(c, b))
 				best = i;
 		}
 		if (best == n_base)
@@ -622,8 +634,16 @@ static int search(struct placer *p)
 		realize(p, &p->cand[best], plan->rank_node, plan->rank_gpu);
 	plan->cost = p->cand[best].cost;
 	swaps = phx_pl_refine(&p->a, plan->rank_node);
-	if (swaps < 0 || (swaps && phx_pl_cost(&p->a, plan->rank_node, &plan->cost) < 0))
+	if (swaps < 0 ||
+	    (swaps && (phx_pl_cost(&p->a, plan->rank_node, &plan->cost) < 0 ||
+		       phx_pl_step_time(&p->a, plan->rank_node, &plan->cost.step_ns) < 0)))
 		return fail(p, "out of memory");
+	/* The swaps lower the group cost; a longer step undoes them. */
+	if (swaps && plan->cost.step_ns > p->cand[best].cost.step_ns) {
+		realize(p, &p->cand[best], plan->rank_node, plan->rank_gpu);
+		plan->cost = p->cand[best].cost;
+		swaps = 0;
+	}
 	snprintf(plan->strategy, sizeof(plan->strategy), "%.88s%s", p->cand[best].name,
 		 swaps ? "+swaps" : "");
 	return 0;
@@ -749,6 +769,8 @@ static int baseline(struct placer *p)
 	if (rank_node && rank_gpu) {
 		block_order(&p->a, false, rank_node, rank_gpu);
 		rc = phx_pl_cost(&p->a, rank_node, &p->plan->hostname);
+		if (!rc)
+			rc = phx_pl_step_time(&p->a, rank_node, &p->plan->hostname.step_ns);
 	}
 	free(rank_node);
 	free(rank_gpu);

@@ -40,9 +40,22 @@ struct phx_place_input {
 	size_t n_slow;
 	const struct phx_layout *layout; /* resolved: world = ranks to place */
 	const struct phx_traffic *traffic; /* NULL: the defaults */
+	/*
+	 * Optional, for benchmarks that judge the planner's choice another
+	 * way: called with every candidate map priced (name, rank -> index
+	 * in the plan's nodes[]); the map is only valid during the call.
+	 */
+	void (*on_candidate)(void *ctx, const char *name, const uint32_t *rank_node);
+	void *candidate_ctx;
 };
 
 struct phx_plan_cost {
+	/*
+	 * The link model: one step's communication time, ns, as its busiest
+	 * link's load over its bandwidth (placement_links.c). Plans are
+	 * chosen by it.
+	 */
+	uint64_t step_ns;
 	/* Modelled link time of one step, ns summed over ranks (saturates). */
 	uint64_t total;
 	uint64_t by_dim[PHX_DIM_COUNT];

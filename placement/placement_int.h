@@ -78,6 +78,8 @@ void phx_pl_pack(struct pl_tree *tree, const struct pl_strategy *s, uint32_t *ra
 long phx_pl_refine(const struct pl_alloc *a, uint32_t *rank_node);
 /* Prices a map (rank_node[r] = allocated node index); 0 or -1 (memory). */
 int phx_pl_cost(const struct pl_alloc *a, const uint32_t *rank_node, struct phx_plan_cost *cost);
+/* The link model's time of one step, ns (placement_links.c); 0 or -1 (memory). */
+int phx_pl_step_time(const struct pl_alloc *a, const uint32_t *rank_node, uint64_t *ns);
 /* The cheapest any map onto this allocation can be; 0 or -1 (memory). */
 int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound);
 

@@ -4,6 +4,9 @@ TESTS += tests/cli/help tests/cli/config tests/ckptd/notify tests/ckptd/remote \
 EXTRA_DIST += tests/cli/help tests/cli/config tests/ckptd/notify tests/ckptd/remote tests/metrics/check \
 	tests/python/state_roundtrip \
 	tests/ckptd/daemon.py tests/metrics/rules_test.yml
+# The placement simulator against step times worked out by hand.
+TESTS += tests/bench/placement_sim_check
+EXTRA_DIST += tests/bench/placement_sim_check tests/bench/placement_sim
 # make install gives a plugstack line, plugin, unit and binaries that agree.
 TESTS += tests/install/check
 EXTRA_DIST += tests/install/check

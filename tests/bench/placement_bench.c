@@ -23,9 +23,12 @@
  * meets. Targets: cost within 1.05x of the bound, 1.5x less cross-leaf
  * traffic than host-name order, under 50 ms at 16k GPUs and 1 s at 128k.
  * A summary counts the cases meeting each target. Exits 1 when one is
- * missed.
+ * missed. --dump DIR also writes each case (fabric, allocation, layout,
+ * traffic) with the map of every candidate the planner priced and its
+ * final plan to DIR/CASE.plan, for tests/bench/placement_sim to judge.
  *
  *   placement_bench [--seed N] [--max-gpus N] [--fabric ib|nvl72] [--naming rack|mixed]
+ *                   [--dump DIR]
  */
 #include "config.h"
 
@@ -71,6 +74,64 @@ static const struct bench_case cases[] = {
 static const char *const namings[] = { "rack", "mixed" };
 
 static uint64_t rng_state;
+static const char *dump_dir;
+
+/* A map per line: "plan NAME", then the node index of each rank. */
+struct dump {
+	FILE *f;
+	unsigned long world;
+};
+
+static void dump_map(struct dump *d, const char *name, const uint32_t *rank_node)
+{
+	fprintf(d->f, "plan %s\n", name);
+	for (unsigned long r = 0; r < d->world; r++)
+		fprintf(d->f, "%u%c", rank_node[r], r + 1 == d->world ? '\n' : ' ');
+}
+
+static void dump_candidate(void *ctx, const char *name, const uint32_t *rank_node)
+{
+	dump_map(ctx, name, rank_node);
+}
+
+static FILE *dump_open(const struct bench_case *c, bool mixed, size_t index)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s-%s-%lu-%zu.plan", dump_dir, c->fabric, namings[mixed],
+		 c->gpus, index);
+	f = fopen(path, "w");
+	if (!f)
+		fprintf(stderr,
+			"phalanx: bench: cannot write %s; check that --dump names a "
+			"writable folder\n",
+			path);
+	return f;
+}
+
+static void dump_case(FILE *f, const struct bench_case *c, bool mixed, const struct phx_fabric *fab,
+		      const struct phx_plan *plan)
+{
+	fprintf(f, "case %s %s %lu %s\ngpus_per_node %u\nbandwidth", c->fabric, namings[mixed],
+		c->gpus, c->layout, plan->gpus_per_node);
+	for (int v = 0; v < PHX_LEVEL_COUNT; v++)
+		fprintf(f, " %s=%lu", phx_level_name((enum phx_level)v), fab->bandwidth[v]);
+	fprintf(f, "\nlayout");
+	for (int d = 0; d < PHX_DIM_COUNT; d++)
+		fprintf(f, " %s=%lu/%lu/%lu", phx_dim_name((enum phx_dim)d), plan->layout.size[d],
+			phx_layout_stride(&plan->layout, (enum phx_dim)d), plan->traffic.mib[d]);
+	fprintf(f, "\nmodel phalanx %llu\nmodel host-name order %llu",
+		(unsigned long long)plan->cost.step_ns, (unsigned long long)plan->hostname.step_ns);
+	fprintf(f, "\nnodes %zu\n", plan->n_nodes);
+	for (size_t i = 0; i < plan->n_nodes; i++) {
+		const struct phx_plan_node *n = &plan->nodes[i];
+
+		fprintf(f, "%s %s %s %s %u\n", n->name, *n->leaf ? n->leaf : "-",
+			*n->spine ? n->spine : "-", *n->domain ? n->domain : "-",
+			!(n->flags & PHX_PLAN_NODE_SPARE));
+	}
+}
 
 static uint64_t rng(void)
 {
@@ -293,7 +354,7 @@ static uint64_t cross_leaf_floor(const struct phx_plan *plan, const unsigned lon
 	return saved < 0 && (uint64_t)-saved > floor_mib ? 0 : floor_mib + (uint64_t)saved;
 }
 
-static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
+static int run_case(const struct bench_case *c, bool mixed, size_t index, struct tally *t)
 {
 	const struct fabric_kind *k = !strcmp(c->fabric, "ib") ? &kinds[0] : &kinds[1];
 	size_t nodes = c->gpus / k->gpn, len;
@@ -307,6 +368,7 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 	unsigned long *sizes = NULL;
 	size_t n_leaves;
 	bool lb_ok, cross_ok, time_ok, timed;
+	struct dump dump = { .world = c->gpus };
 	int rc = -1;
 
 	if (!conf ||
@@ -324,6 +386,8 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 		fprintf(stderr, "phalanx: bench: cannot allocate %zu nodes\n", nodes);
 		goto out;
 	}
+	if (dump_dir && !(dump.f = dump_open(c, mixed, index)))
+		goto out;
 	/* The best of three: the machine is shared. Every run must agree. */
 	for (int run = 0; run < RUNS; run++) {
 		struct phx_plan *again = NULL;
@@ -334,7 +398,12 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 							 .nodes = names,
 							 .n_nodes = nodes,
 							 .gpus_per_node = k->gpn,
-							 .layout = &layout },
+							 .layout = &layout,
+							 /* Only the first run is written. */
+							 .on_candidate = dump.f && !run
+										 ? dump_candidate
+										 : NULL,
+							 .candidate_ctx = &dump },
 			      plan ? &again : &plan, err, sizeof(err)) < 0) {
 			fprintf(stderr, "phalanx: bench: %s\n", err);
 			goto out;
@@ -352,6 +421,17 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 			goto out;
 		}
 		phx_plan_free(again);
+	}
+	if (dump.f) {
+		dump_map(&dump, "phalanx", plan->rank_node);
+		dump_case(dump.f, c, mixed, fab, plan);
+		if (fclose(dump.f)) {
+			dump.f = NULL;
+			fprintf(stderr,
+				"phalanx: bench: writing --dump failed; check free space\n");
+			goto out;
+		}
+		dump.f = NULL;
 	}
 	vs_lb = (double)plan->cost.total / (double)plan->lower_bound;
 	vs_host = (double)plan->cost.total / (double)plan->hostname.total;
@@ -394,6 +474,8 @@ static int run_case(const struct bench_case *c, bool mixed, struct tally *t)
 	t->time_ok += timed && time_ok;
 	rc = 0;
 out:
+	if (dump.f)
+		fclose(dump.f);
 	free(sizes);
 	for (size_t i = 0; names && i < nodes; i++)
 		free(names[i]);
@@ -420,6 +502,8 @@ int main(int argc, char **argv)
 			only = argv[i + 1];
 		else if (!strcmp(argv[i], "--naming"))
 			naming = argv[i + 1];
+		else if (!strcmp(argv[i], "--dump"))
+			dump_dir = argv[i + 1];
 	}
 	printf("phalanx: placement benchmark, seed %lu; targets: cost/bound <= 1.05 (lb), "
 	       "host-name "
@@ -437,7 +521,7 @@ int main(int argc, char **argv)
 				continue;
 			/* Each case its own stream: filters do not change the others. */
 			rng_state = (seed ? seed : 1) * 0x9e3779b97f4a7c15ull + i * 1000003ull;
-			if (run_case(&cases[i], m == 1, &t) < 0)
+			if (run_case(&cases[i], m == 1, i, &t) < 0)
 				return 2;
 		}
 	}

@@ -69,7 +69,8 @@ static void place_on(const struct phx_fabric *f, const char *spec)
 		used[slot] = 1;
 	}
 	phx_fuzz_check(plan->cost.total >= plan->lower_bound, "cost below the lower bound");
-	phx_fuzz_check(plan->cost.total <= plan->hostname.total, "cost above host-name order");
+	phx_fuzz_check(plan->cost.step_ns <= plan->hostname.step_ns,
+		       "step above host-name order's");
 out:
 	phx_plan_free(plan);
 	free(names);
