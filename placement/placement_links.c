@@ -6,12 +6,13 @@
  * reduce-scatter plus all-gather moves), ep groups all-to-all (each member
  * sends its MiB split over the others), each pipeline hop half its MiB
  * forward and half back. A flow inside an NVLink unit (node or domain)
- * takes the sender's and the receiver's NVLink ports; any other flow the
- * two NICs and, between leaves, both leaves' uplinks, and between spines
- * both spines' uplinks. Ports and NICs run at the node and leaf bandwidth
- * per GPU; an uplink at the spine or core bandwidth per GPU of the job
- * under it, the share each GPU has of an oversubscribed uplink on a full
- * cluster. No link can carry its load faster, so this is a lower bound on
+ * takes the sender's and the receiver's NVLink ports, at the node
+ * bandwidth per GPU; any other flow the two nodes' NICs, which NCCL's
+ * channels use all of whichever GPU sends (the leaf bandwidth times the
+ * GPUs of the node), and between leaves both leaves' uplinks, between
+ * spines both spines' uplinks, at the spine or core bandwidth per GPU of
+ * the job under them: the share each GPU has of an oversubscribed uplink
+ * on a full cluster. No link can carry its load faster, so this is a lower bound on
  * the step's communication time; with flows sharing links fairly it is
  * also close to it (tests/bench/placement_sim checks both with SimGrid),
  * and unlike the per-group cost it sees rings piling onto one uplink.
@@ -22,7 +23,8 @@
 
 #include "placement/placement_int.h"
 
-enum port { NVL_OUT, NVL_IN, NIC_OUT, NIC_IN, PORTS };
+enum port { NVL_OUT, NVL_IN, PORTS };
+enum nic { NIC_OUT, NIC_IN, NICS };
 
 /* The two switch levels with uplinks: leaf and spine. */
 #define UPLINK_LEVELS 2
@@ -31,6 +33,7 @@ struct loads {
 	const struct pl_alloc *a;
 	uint32_t *gpu; /* per rank: node * gpn + its place among the node's ranks */
 	uint64_t *port[PORTS]; /* per GPU, KiB */
+	uint64_t *nic[NICS]; /* per node, KiB */
 	uint64_t *up[UPLINK_LEVELS], *down[UPLINK_LEVELS]; /* per leaf, per spine, KiB */
 	uint32_t *gpus[UPLINK_LEVELS]; /* the job's GPUs under each leaf, spine */
 };
@@ -44,8 +47,8 @@ static void add_flow(struct loads *l, uint32_t src, uint32_t dst, uint64_t kib)
 		l->port[NVL_IN][dst] += kib;
 		return;
 	}
-	l->port[NIC_OUT][src] += kib;
-	l->port[NIC_IN][dst] += kib;
+	l->nic[NIC_OUT][src / l->a->gpn] += kib;
+	l->nic[NIC_IN][dst / l->a->gpn] += kib;
 	for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
 		uint32_t from = u0[PHX_LEVEL_LEAF + v], to = u1[PHX_LEVEL_LEAF + v];
 
@@ -111,8 +114,13 @@ static double busiest(const struct loads *l)
 
 	for (size_t g = 0; g < gpus; g++) {
 		for (int p = 0; p < PORTS; p++) {
-			t = (double)l->port[p][g] *
-			    (double)a->weight[p < NIC_OUT ? PHX_LEVEL_NODE : PHX_LEVEL_LEAF];
+			t = (double)l->port[p][g] * (double)a->weight[PHX_LEVEL_NODE];
+			worst = t > worst ? t : worst;
+		}
+	}
+	for (size_t n = 0; n < a->n_nodes; n++) {
+		for (int p = 0; p < NICS; p++) {
+			t = (double)l->nic[p][n] * (double)a->weight[PHX_LEVEL_LEAF] / a->gpn;
 			worst = t > worst ? t : worst;
 		}
 	}
@@ -135,6 +143,8 @@ static void loads_free(struct loads *l)
 	free(l->gpu);
 	for (int p = 0; p < PORTS; p++)
 		free(l->port[p]);
+	for (int p = 0; p < NICS; p++)
+		free(l->nic[p]);
 	for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
 		free(l->up[v]);
 		free(l->down[v]);
@@ -150,8 +160,16 @@ static int loads_init(struct loads *l, const struct pl_alloc *a, const uint32_t 
 	*l = (struct loads){ .a = a };
 	l->gpu = malloc(a->world * sizeof(*l->gpu));
 	taken = calloc(a->n_nodes, sizeof(*taken));
-	for (int p = 0; p < PORTS; p++)
+	for (int p = 0; p < PORTS; p++) {
 		l->port[p] = calloc(gpus, sizeof(*l->port[p]));
+		if (!l->port[p])
+			goto fail;
+	}
+	for (int p = 0; p < NICS; p++) {
+		l->nic[p] = calloc(a->n_nodes, sizeof(*l->nic[p]));
+		if (!l->nic[p])
+			goto fail;
+	}
 	for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
 		size_t n = a->n_units[PHX_LEVEL_LEAF + v];
 
@@ -161,7 +179,7 @@ static int loads_init(struct loads *l, const struct pl_alloc *a, const uint32_t 
 		if (!l->up[v] || !l->down[v] || !l->gpus[v])
 			goto fail;
 	}
-	if (!l->gpu || !taken || !l->port[PORTS - 1] || !l->port[0] || !l->port[1] || !l->port[2])
+	if (!l->gpu || !taken)
 		goto fail;
 	for (unsigned long r = 0; r < a->world; r++)
 		l->gpu[r] = rank_node[r] * a->gpn + taken[rank_node[r]]++;

@@ -49,9 +49,10 @@ check_layout_report()
 	show_run
 	[ "$status" -eq 0 ]
 	check_layout_report "$output"
-	# Topology order differs from Slurm's block order here: pipeline
-	# stages share a node instead of crossing the network.
-	awk '$1 != $2 { moved = 1 } END { exit !moved }' <<<"$output"
+	# On these 4 nodes of one switch Slurm's block order is as short a
+	# step as any (the tensor-parallel rings on NVLink are its busiest
+	# links), so the plan may keep it; 46-blocks checks a plan that must
+	# leave it.
 }
 
 @test "PHX_LAYOUT works like --phx-layout" {
