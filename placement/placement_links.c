@@ -10,12 +10,13 @@
  * bandwidth per GPU; any other flow the two nodes' NICs, which NCCL's
  * channels use all of whichever GPU sends (the leaf bandwidth times the
  * GPUs of the node), and between leaves both leaves' uplinks, between
- * spines both spines' uplinks, at the spine or core bandwidth per GPU of
- * the job under them: the share each GPU has of an oversubscribed uplink
- * on a full cluster. No link can carry its load faster, so this is a lower bound on
- * the step's communication time; with flows sharing links fairly it is
- * also close to it (tests/bench/placement_sim checks both with SimGrid),
- * and unlike the per-group cost it sees rings piling onto one uplink.
+ * spines both spines' uplinks, at the spine or core bandwidth per GPU the
+ * job holds under them (spare nodes too): the share each GPU has of an
+ * oversubscribed uplink on a full cluster. No link can carry its load
+ * faster, so this is a lower bound on the step's communication time; with
+ * flows sharing links fairly it is also close to it
+ * (tests/bench/placement_sim checks both with SimGrid), and unlike the
+ * per-group cost it sees rings piling onto one uplink.
  */
 #include "config.h"
 
@@ -35,7 +36,7 @@ struct loads {
 	uint64_t *port[PORTS]; /* per GPU, KiB */
 	uint64_t *nic[NICS]; /* per node, KiB */
 	uint64_t *up[UPLINK_LEVELS], *down[UPLINK_LEVELS]; /* per leaf, per spine, KiB */
-	uint32_t *gpus[UPLINK_LEVELS]; /* the job's GPUs under each leaf, spine */
+	uint32_t *gpus[UPLINK_LEVELS]; /* the allocation's GPUs under each leaf, spine */
 };
 
 static void add_flow(struct loads *l, uint32_t src, uint32_t dst, uint64_t kib)
@@ -183,8 +184,9 @@ static int loads_init(struct loads *l, const struct pl_alloc *a, const uint32_t 
 		goto fail;
 	for (unsigned long r = 0; r < a->world; r++)
 		l->gpu[r] = rank_node[r] * a->gpn + taken[rank_node[r]]++;
+	/* Every node of the allocation: a map may use spares (host-name order does). */
 	for (size_t n = 0; n < a->n_nodes; n++) {
-		for (unsigned v = 0; v < UPLINK_LEVELS && !a->spare[n]; v++)
+		for (unsigned v = 0; v < UPLINK_LEVELS; v++)
 			l->gpus[v][a->unit[n][PHX_LEVEL_LEAF + v]] += a->gpn;
 	}
 	free(taken);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -1021,6 +1022,71 @@ static void test_traffic(void **state)
 	assert_int_equal(phx_traffic_parse("", &t, err, sizeof(err)), -1);
 }
 
+/* ns to move MIB at MBS MB/s, as the link model rounds its weights. */
+static double move_ns(unsigned long mib, unsigned long mbs)
+{
+	return (double)mib * (double)((1048576000ul + mbs / 2) / mbs);
+}
+
+/*
+ * The link model against arithmetic: one data-parallel ring of 1-GPU
+ * nodes in host-name order over two leaves of two nodes. The ring crosses
+ * each leaf's uplink once, whose share is 2 GPUs x 25 GB/s, as fast as a
+ * NIC: the step is S over a NIC. Two rings (tp=2 in 2-GPU nodes) send
+ * two edges through each node's two NICs and each uplink of twice the
+ * share: the same. A slow node alone on its leaf is left out, but
+ * host-name order uses it: its uplink share is one GPU's, half a NIC, and
+ * the ring's two crossings of it take twice as long.
+ */
+#define TWO_LEAVES                                                                                 \
+	"SwitchName=l0 Nodes=a[0-1]\nSwitchName=l1 Nodes=b[0-1]\nSwitchName=s Switches=l[0-1]\n"
+
+static void test_link_model(void **state)
+{
+	static const struct {
+		unsigned gpn;
+		const char *conf, *nodes[6], *layout, *slow;
+		unsigned long world;
+		double nics; /* the step in NIC times */
+	} cases[] = {
+		{ 1, TWO_LEAVES, { "a0", "a1", "b0", "b1" }, "dp=4", NULL, 4, 1 },
+		{ 2, TWO_LEAVES, { "a0", "a1", "b0", "b1" }, "tp=2,dp=4", NULL, 8, 1 },
+		/* a0, alone on its leaf, is slow and left out; host-name order uses it. */
+		{ 1,
+		  "SwitchName=l0 Nodes=a0\nSwitchName=l1 Nodes=b[0-1]\nSwitchName=l2 Nodes=c[0-1]\n"
+		  "SwitchName=s Switches=l[0-2]\n",
+		  { "a0", "b0", "b1", "c0", "c1" },
+		  "dp=4",
+		  "a0",
+		  4,
+		  2 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct scenario s = { .gpn = cases[i].gpn };
+		struct phx_plan *plan;
+		double want = cases[i].nics * move_ns(1024, PHX_BW_LEAF_DEFAULT);
+
+		s.fabric = fabric_from(cases[i].conf);
+		for (size_t n = 0; n < 6 && cases[i].nodes[n]; n++)
+			add_node(&s, cases[i].nodes[n]);
+		if (cases[i].slow)
+			s.slow[s.n_slow++] = strdup(cases[i].slow);
+		memset(&s.traffic, 0, sizeof(s.traffic));
+		s.traffic.mib[PHX_DIM_DP] = 1024;
+		set_layout(&s, cases[i].layout, cases[i].world);
+		plan = place(&s);
+		if (fabs((double)plan->hostname.step_ns - want) > want * 1e-3 ||
+		    plan->cost.step_ns > plan->hostname.step_ns)
+			fail_msg("case %zu: host-name order %llu ns, plan %llu ns, by hand %.0f ns",
+				 i, (unsigned long long)plan->hostname.step_ns,
+				 (unsigned long long)plan->cost.step_ns, want);
+		phx_plan_free(plan);
+		free_scenario(&s);
+	}
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1038,6 +1104,7 @@ int main(void)
 		cmocka_unit_test(test_no_fabric),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_traffic),
+		cmocka_unit_test(test_link_model),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
