@@ -24,6 +24,7 @@
 #include "common/log.h"
 #include "placement/placement.h"
 #include "cli/cli_args.h"
+#include "cli/plan_sim.h"
 #include "cli/commands.h"
 
 #define USAGE                                                                                      \
@@ -172,6 +173,41 @@ static void print_explain(const struct phx_plan *plan)
 		}
 	}
 	free(first);
+}
+
+/* Host-name order's map, kept from the candidates phx_place() prices. */
+struct host_map {
+	uint32_t *rank_node;
+	unsigned long world;
+};
+
+static void keep_host_map(void *ctx, const char *name, const uint32_t *rank_node)
+{
+	struct host_map *h = ctx;
+
+	if (strcmp(name, "host-name order") || h->rank_node)
+		return;
+	h->rank_node = malloc(h->world * sizeof(*h->rank_node));
+	if (h->rank_node)
+		memcpy(h->rank_node, rank_node, h->world * sizeof(*h->rank_node));
+}
+
+static void print_simulated(const struct phx_plan *plan, const struct host_map *h)
+{
+	struct plan_sim_times t;
+	char why[512];
+
+	if (!h->rank_node) {
+		printf("simulated   not run: host-name order's map was not kept (out of memory)\n");
+		return;
+	}
+	if (phx_plan_sim_run(plan, h->rank_node, &t, why, sizeof(why)) < 0) {
+		printf("simulated   not run: %s\n", why);
+		return;
+	}
+	printf("simulated   %.1f ms of communication by SimGrid (flows sharing links); host-name "
+	       "order %.1f ms (%.3fx the plan)\n",
+	       t.plan_s * 1e3, t.hostname_s * 1e3, t.plan_s > 0 ? t.hostname_s / t.plan_s : 0);
 }
 
 /* ---------------------------------------------------------------- json */
@@ -457,6 +493,7 @@ int phx_cmd_plan(int argc, char **argv)
 	struct plan_args a = { 0 };
 	struct plan_inputs in = { 0 };
 	struct phx_plan *plan = NULL;
+	struct host_map host = { 0 };
 	char err[1024];
 	int ret = parse_args(argc, argv, &a);
 
@@ -466,6 +503,7 @@ int phx_cmd_plan(int argc, char **argv)
 	ret = load_inputs(&a, &in);
 	if (ret)
 		goto out;
+	host.world = in.layout.world;
 	if (phx_place(&(struct phx_place_input){ .fabric = in.fabric,
 						 .nodes = in.nodes.names,
 						 .n_nodes = in.nodes.count,
@@ -473,7 +511,11 @@ int phx_cmd_plan(int argc, char **argv)
 						 .slow = in.slow.names,
 						 .n_slow = in.slow.count,
 						 .layout = &in.layout,
-						 .traffic = &in.traffic },
+						 .traffic = &in.traffic,
+						 .on_candidate = a.explain && !a.json
+									 ? keep_host_map
+									 : NULL,
+						 .candidate_ctx = &host },
 		      &plan, err, sizeof(err)) < 0) {
 		phx_error("plan: %s", err);
 		ret = 1;
@@ -492,11 +534,13 @@ int phx_cmd_plan(int argc, char **argv)
 		phx_megatron_args(&in.megatron, args, sizeof(args));
 		printf("megatron-lm: %s\n", args);
 	}
-	if (a.explain)
+	if (a.explain) {
+		print_simulated(plan, &host);
 		print_explain(plan);
-	else
+	} else
 		print_map(plan);
 out:
+	free(host.rank_node);
 	phx_plan_free(plan);
 	phx_fabric_free(in.fabric);
 	phx_hostnames_free(&in.nodes);

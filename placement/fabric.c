@@ -19,6 +19,11 @@ static const unsigned long default_bw[PHX_LEVEL_COUNT] = {
 	PHX_BW_SPINE_DEFAULT, PHX_BW_CORE_DEFAULT,
 };
 
+const unsigned long *phx_fabric_default_bandwidth(void)
+{
+	return default_bw;
+}
+
 const char *phx_level_name(enum phx_level level)
 {
 	return (unsigned)level < PHX_LEVEL_COUNT ? level_names[level] : "?";

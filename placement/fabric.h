@@ -71,6 +71,8 @@ struct phx_fabric {
 
 /* "node", "nvlink", "leaf", "spine", "core". */
 const char *phx_level_name(enum phx_level level);
+/* PHX_BW_*_DEFAULT, by level. */
+const unsigned long *phx_fabric_default_bandwidth(void);
 
 /*
  * Orders host names as Slurm's hostlist sorts them: the part before the

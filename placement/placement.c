@@ -349,16 +349,13 @@ static int choose_spares(struct placer *p)
 
 static void set_weights(struct placer *p)
 {
-	static const unsigned long dflt[PHX_LEVEL_COUNT] = {
-		PHX_BW_NODE_DEFAULT,  PHX_BW_NVLINK_DEFAULT, PHX_BW_LEAF_DEFAULT,
-		PHX_BW_SPINE_DEFAULT, PHX_BW_CORE_DEFAULT,
-	};
-	const unsigned long *bw = p->fab ? p->fab->bandwidth : dflt;
+	const unsigned long *bw = p->fab ? p->fab->bandwidth : phx_fabric_default_bandwidth();
 
 	/* ns to move one MiB at bw MB/s, rounded to the nearest ns. */
 	for (int l = 0; l < PHX_LEVEL_COUNT; l++) {
 		p->a.weight[l] = (1048576000ull + bw[l] / 2) / bw[l];
 		p->plan->weight[l] = (unsigned long)p->a.weight[l];
+		p->plan->bandwidth[l] = bw[l];
 	}
 }
 

@@ -87,6 +87,7 @@ struct phx_plan {
 	struct phx_plan_cost hostname; /* Slurm's block order over host names */
 	uint64_t lower_bound; /* no placement costs less */
 	unsigned long weight[PHX_LEVEL_COUNT]; /* ns per MiB at each level */
+	unsigned long bandwidth[PHX_LEVEL_COUNT]; /* MB/s per GPU at each level */
 	struct phx_traffic traffic;
 	char strategy[96]; /* how the dimensions were nested, e.g. "tp,pp,dp" */
 	char **warnings;

@@ -1,7 +1,7 @@
 # Every subcommand of phalanx answers --help; config check fails where the plugin would.
-TESTS += tests/cli/help tests/cli/config tests/ckptd/notify tests/ckptd/remote \
+TESTS += tests/cli/help tests/cli/config tests/cli/plan-sim tests/ckptd/notify tests/ckptd/remote \
 	tests/metrics/check tests/python/state_roundtrip
-EXTRA_DIST += tests/cli/help tests/cli/config tests/ckptd/notify tests/ckptd/remote tests/metrics/check \
+EXTRA_DIST += tests/cli/help tests/cli/config tests/cli/plan-sim tests/ckptd/notify tests/ckptd/remote tests/metrics/check \
 	tests/python/state_roundtrip \
 	tests/ckptd/daemon.py tests/metrics/rules_test.yml
 # The placement simulator against step times worked out by hand.

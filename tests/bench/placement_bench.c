@@ -8,6 +8,9 @@
  *          spines 2:1 oversubscribed and 2:1 again above them
  *   nvl72  4 GPUs per node, NVLink domains of 18 nodes (72 GPUs), two
  *          domains per leaf, same spines
+ *   block  nvl72's fabric with the domains as Slurm 24.11's topology/block
+ *          blocks, allocated as --segment=8 would: whole segments of 8 nodes,
+ *          each inside one block
  * and two namings of the nodes: "rack", node numbers follow the leaves (the
  * best case for host-name order), and "mixed", numbers run across the
  * leaves (cabling that does not follow the names, common after repairs
@@ -28,7 +31,7 @@
  * traffic) with the map of every candidate the planner priced and its
  * final plan to DIR/CASE.plan, for tests/bench/placement_sim to judge.
  *
- *   placement_bench [--seed N] [--max-gpus N] [--fabric ib|nvl72] [--naming rack|mixed]
+ *   placement_bench [--seed N] [--max-gpus N] [--fabric ib|nvl72|block] [--naming rack|mixed]
  *                   [--dump DIR]
  */
 #include "config.h"
@@ -43,6 +46,7 @@
 #include "placement/fabric.h"
 #include "placement/layout.h"
 #include "placement/placement.h"
+#include "placement/plan_case.h"
 #include "tests/rng.h"
 
 #define LEAVES_PER_SPINE 16
@@ -52,11 +56,15 @@ struct fabric_kind {
 	const char *name;
 	unsigned gpn, leaf_nodes, domain_nodes; /* domain_nodes 0: none */
 	unsigned long nvlink_mbs;
+	/* Slurm 24.11's topology/block with --segment: whole segments of this many nodes per block.
+	 */
+	unsigned segment;
 };
 
 static const struct fabric_kind kinds[] = {
-	{ "ib", 8, 32, 0, 0 },
-	{ "nvl72", 4, 36, 18, 900000 },
+	{ "ib", 8, 32, 0, 0, 0 },
+	{ "nvl72", 4, 36, 18, 900000, 0 },
+	{ "block", 4, 36, 18, 900000, 8 },
 };
 
 struct bench_case {
@@ -69,7 +77,8 @@ static const struct bench_case cases[] = {
 	{ "ib", 1024, "tp=8,pp=4,dp=*" },	    { "ib", 16384, "tp=8,pp=8,dp=*" },
 	{ "ib", 131072, "tp=8,pp=8,dp=*" },	    { "ib", 16384, "tp=2,ep=4,pp=4,dp=*" },
 	{ "nvl72", 1024, "tp=4,ep=8,pp=4,dp=*" },   { "nvl72", 16384, "tp=4,ep=8,pp=8,dp=*" },
-	{ "nvl72", 131072, "tp=4,ep=8,pp=8,dp=*" },
+	{ "nvl72", 131072, "tp=4,ep=8,pp=8,dp=*" }, { "block", 1024, "tp=4,ep=8,pp=4,dp=*" },
+	{ "block", 16384, "tp=4,ep=8,pp=8,dp=*" },
 };
 
 static const char *const namings[] = { "rack", "mixed" };
@@ -77,22 +86,16 @@ static const char *const namings[] = { "rack", "mixed" };
 static uint64_t rng_state;
 static const char *dump_dir;
 
-/* A map per line: "plan NAME", then the node index of each rank. */
 struct dump {
 	FILE *f;
 	unsigned long world;
 };
 
-static void dump_map(struct dump *d, const char *name, const uint32_t *rank_node)
-{
-	fprintf(d->f, "plan %s\n", name);
-	for (unsigned long r = 0; r < d->world; r++)
-		fprintf(d->f, "%u%c", rank_node[r], r + 1 == d->world ? '\n' : ' ');
-}
-
 static void dump_candidate(void *ctx, const char *name, const uint32_t *rank_node)
 {
-	dump_map(ctx, name, rank_node);
+	struct dump *d = ctx;
+
+	phx_plan_case_map(d->f, name, rank_node, d->world);
 }
 
 static FILE *dump_open(const struct bench_case *c, bool mixed, size_t index)
@@ -111,27 +114,13 @@ static FILE *dump_open(const struct bench_case *c, bool mixed, size_t index)
 	return f;
 }
 
-static void dump_case(FILE *f, const struct bench_case *c, bool mixed, const struct phx_fabric *fab,
-		      const struct phx_plan *plan)
+static void dump_case(FILE *f, const struct bench_case *c, bool mixed, const struct phx_plan *plan)
 {
-	fprintf(f, "case %s %s %lu %s\ngpus_per_node %u\nbandwidth", c->fabric, namings[mixed],
-		c->gpus, c->layout, plan->gpus_per_node);
-	for (int v = 0; v < PHX_LEVEL_COUNT; v++)
-		fprintf(f, " %s=%lu", phx_level_name((enum phx_level)v), fab->bandwidth[v]);
-	fprintf(f, "\nlayout");
-	for (int d = 0; d < PHX_DIM_COUNT; d++)
-		fprintf(f, " %s=%lu/%lu/%lu", phx_dim_name((enum phx_dim)d), plan->layout.size[d],
-			phx_layout_stride(&plan->layout, (enum phx_dim)d), plan->traffic.mib[d]);
-	fprintf(f, "\nmodel phalanx %llu\nmodel host-name order %llu",
-		(unsigned long long)plan->cost.step_ns, (unsigned long long)plan->hostname.step_ns);
-	fprintf(f, "\nnodes %zu\n", plan->n_nodes);
-	for (size_t i = 0; i < plan->n_nodes; i++) {
-		const struct phx_plan_node *n = &plan->nodes[i];
+	char title[256];
 
-		fprintf(f, "%s %s %s %s %u\n", n->name, *n->leaf ? n->leaf : "-",
-			*n->spine ? n->spine : "-", *n->domain ? n->domain : "-",
-			!(n->flags & PHX_PLAN_NODE_SPARE));
-	}
+	snprintf(title, sizeof(title), "%s %s %lu %s", c->fabric, namings[mixed], c->gpus,
+		 c->layout);
+	phx_plan_case_write(f, title, plan);
 }
 
 static uint64_t rng(void)
@@ -208,40 +197,53 @@ static char *topology_conf(const struct fabric_kind *k, unsigned leaves, bool mi
 }
 
 /*
- * Leaves in random order, a random count of free nodes in each; when one
- * round over the leaves is not enough, another frees more of them.
+ * Slurm's free nodes: leaves (with --segment, blocks) in random order, a
+ * random count of free nodes in each, of which the job takes all (with
+ * --segment, whole segments); when one round is not enough, another frees
+ * more of them.
  */
 static char **allocate(const struct fabric_kind *k, unsigned leaves, bool mixed, size_t need)
 {
+	unsigned width = k->segment ? k->domain_nodes : k->leaf_nodes;
+	unsigned groups = leaves * (k->leaf_nodes / width);
 	char **names = calloc(need, sizeof(*names));
-	unsigned *order = calloc(leaves, sizeof(*order));
-	unsigned char *take = calloc(k->leaf_nodes, 1), *taken = calloc(leaves, k->leaf_nodes);
+	unsigned *order = calloc(groups, sizeof(*order));
+	unsigned char *take = calloc(width, 1), *taken = calloc(groups, width);
 	size_t n = 0;
 
 	if (!names || !order || !take || !taken)
 		goto out;
-	for (unsigned l = 0; l < leaves; l++)
-		order[l] = l;
-	for (unsigned l = leaves; l > 1; l--) {
-		unsigned j = (unsigned)(rng() % l), t = order[l - 1];
+	for (unsigned g = 0; g < groups; g++)
+		order[g] = g;
+	for (unsigned g = groups; g > 1; g--) {
+		unsigned j = (unsigned)(rng() % g), t = order[g - 1];
 
-		order[l - 1] = order[j];
+		order[g - 1] = order[j];
 		order[j] = t;
 	}
-	for (unsigned i = 0; i < 4 * leaves && n < need; i++) {
-		unsigned free_nodes = 1 + (unsigned)(rng() % k->leaf_nodes), l = order[i % leaves];
-		unsigned char *was = taken + (size_t)l * k->leaf_nodes;
+	for (unsigned i = 0; i < 4 * groups && n < need; i++) {
+		unsigned free_nodes = 1 + (unsigned)(rng() % width), g = order[i % groups];
+		unsigned char *was = taken + (size_t)g * width;
+		unsigned l = g / (k->leaf_nodes / width),
+			 first = g % (k->leaf_nodes / width) * width;
+		unsigned usable = 0;
 
-		memset(take, 0, k->leaf_nodes);
+		memset(take, 0, width);
 		for (unsigned f = 0; f < free_nodes; f++)
-			take[rng() % k->leaf_nodes] = 1;
-		for (unsigned x = 0; x < k->leaf_nodes && n < need; x++) {
+			take[rng() % width] = 1;
+		for (unsigned x = 0; x < width; x++)
+			usable += take[x] && !was[x];
+		if (k->segment)
+			usable -= usable % k->segment;
+		for (unsigned x = 0; x < width && n < need && usable; x++) {
 			char name[32];
 
 			if (!take[x] || was[x])
 				continue;
 			was[x] = 1;
-			snprintf(name, sizeof(name), "n%06u", node_id(k, leaves, mixed, l, x));
+			usable--;
+			snprintf(name, sizeof(name), "n%06u",
+				 node_id(k, leaves, mixed, l, first + x));
 			names[n++] = strdup(name);
 		}
 	}
@@ -354,9 +356,18 @@ static uint64_t cross_leaf_floor(const struct phx_plan *plan, const unsigned lon
 	return saved < 0 && (uint64_t)-saved > floor_mib ? 0 : floor_mib + (uint64_t)saved;
 }
 
+static const struct fabric_kind *kind(const char *name)
+{
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		if (!strcmp(kinds[i].name, name))
+			return &kinds[i];
+	}
+	return &kinds[0];
+}
+
 static int run_case(const struct bench_case *c, bool mixed, size_t index, struct tally *t)
 {
-	const struct fabric_kind *k = !strcmp(c->fabric, "ib") ? &kinds[0] : &kinds[1];
+	const struct fabric_kind *k = kind(c->fabric);
 	size_t nodes = c->gpus / k->gpn, len;
 	unsigned leaves = (unsigned)(nodes * 3 / k->leaf_nodes) + 4;
 	char *conf = topology_conf(k, leaves, mixed, &len), err[512], **names = NULL;
@@ -423,8 +434,8 @@ static int run_case(const struct bench_case *c, bool mixed, size_t index, struct
 		phx_plan_free(again);
 	}
 	if (dump.f) {
-		dump_map(&dump, "phalanx", plan->rank_node);
-		dump_case(dump.f, c, mixed, fab, plan);
+		phx_plan_case_map(dump.f, "phalanx", plan->rank_node, plan->world);
+		dump_case(dump.f, c, mixed, plan);
 		if (fclose(dump.f)) {
 			dump.f = NULL;
 			fprintf(stderr,
