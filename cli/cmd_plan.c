@@ -83,9 +83,11 @@ static void print_header(const struct phx_plan *plan)
 	       per_rank_ms(plan, plan->lower_bound),
 	       ratio(plan->cost.total, plan->lower_bound, r2, sizeof(r2)));
 	printf("step        %.1f ms of communication by the link model (busiest link); host-name "
-	       "order %.1f ms (%s the plan)\n",
+	       "order %.1f ms (%s the plan); lower bound %.1f ms (plan %s)\n",
 	       (double)plan->cost.step_ns / 1e6, (double)plan->hostname.step_ns / 1e6,
-	       ratio(plan->hostname.step_ns, plan->cost.step_ns, r1, sizeof(r1)));
+	       ratio(plan->hostname.step_ns, plan->cost.step_ns, r1, sizeof(r1)),
+	       (double)plan->step_bound_ns / 1e6,
+	       ratio(plan->cost.step_ns, plan->step_bound_ns, r2, sizeof(r2)));
 	printf("cross-leaf  %.1f GiB per step; host-name order %.1f GiB (%s the plan)\n",
 	       (double)plan->cost.cross_leaf_mib / 1024,
 	       (double)plan->hostname.cross_leaf_mib / 1024,
@@ -327,6 +329,8 @@ static int print_json(const struct phx_plan *plan, const struct phx_megatron *mg
 	json_object_object_add(cost, "plan", cost_json(&plan->cost));
 	json_object_object_add(cost, "hostname_order", cost_json(&plan->hostname));
 	json_object_object_add(cost, "lower_bound_ns", json_object_new_uint64(plan->lower_bound));
+	json_object_object_add(cost, "step_lower_bound_ns",
+			       json_object_new_uint64(plan->step_bound_ns));
 	json_object_object_add(o, "cost", cost);
 	for (size_t i = 0; i < plan->n_warnings; i++)
 		json_object_array_add(warnings, json_object_new_string(plan->warnings[i]));

@@ -86,6 +86,7 @@ struct phx_plan {
 	struct phx_plan_cost cost; /* this placement */
 	struct phx_plan_cost hostname; /* Slurm's block order over host names */
 	uint64_t lower_bound; /* no placement costs less */
+	uint64_t step_bound_ns; /* no placement's step (the link model's) is shorter */
 	unsigned long weight[PHX_LEVEL_COUNT]; /* ns per MiB at each level */
 	unsigned long bandwidth[PHX_LEVEL_COUNT]; /* MB/s per GPU at each level */
 	struct phx_traffic traffic;

@@ -80,7 +80,48 @@ long phx_pl_refine(const struct pl_alloc *a, uint32_t *rank_node);
 int phx_pl_cost(const struct pl_alloc *a, const uint32_t *rank_node, struct phx_plan_cost *cost);
 /* The link model's time of one step, ns (placement_links.c); 0 or -1 (memory). */
 int phx_pl_step_time(const struct pl_alloc *a, const uint32_t *rank_node, uint64_t *ns);
+
+enum pl_link { PL_LINK_NVLINK, PL_LINK_NIC, PL_LINK_LEAF, PL_LINK_SPINE };
+struct pl_links;
+
+/* The link model's busiest link: its time, which it is, how many links take as long. */
+struct pl_worst {
+	double t; /* ns */
+	enum pl_link kind;
+	uint32_t where; /* GPU (node * gpn + k), node, leaf or spine unit */
+	unsigned tied;
+};
+
+int phx_pl_links(const struct pl_alloc *a, const uint32_t *rank_node, struct pl_worst *w);
+
+/*
+ * The link model's loads kept for trades of whole nodes: a trade moves the
+ * ranks of node xs[k] to ys[k] and back (each keeping its place among the
+ * node's GPUs; the nodes hold as many ranks) in rank_node and updates only
+ * the flows of those ranks, so the same trade undoes it. NULL: memory.
+ */
+struct pl_links *phx_pl_links_open(const struct pl_alloc *a, uint32_t *rank_node);
+void phx_pl_links_worst(const struct pl_links *l, struct pl_worst *w);
+void phx_pl_links_trade(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len);
+void phx_pl_links_close(struct pl_links *l);
+/*
+ * Trades nodes so that pipeline ends sit under the busiest links, until the
+ * step reaches bound_ns (placement_ends.c): trades made, or -1 (memory).
+ */
+long phx_pl_ends(const struct pl_alloc *a, uint32_t *rank_node, uint64_t bound_ns);
 /* The cheapest any map onto this allocation can be; 0 or -1 (memory). */
 int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound);
+/*
+ * The link model's lower bound (placement_link_bound.c): no map's step is
+ * shorter; units of more than PL_BOUND_RANKS ranks are left out of it.
+ */
+#define PL_BOUND_RANKS 64ul
+int phx_pl_step_bound(const struct pl_alloc *a, uint64_t *ns);
+/*
+ * least[m], m <= lim: the least KiB any m of the ranks send to the others
+ * in one step (ring_pp: counting two pipeline hops out of every part of a
+ * pipeline); UINT64_MAX where the layout has fewer ranks.
+ */
+int phx_pl_least_out(const struct pl_alloc *a, unsigned long lim, bool ring_pp, uint64_t *least);
 
 #endif

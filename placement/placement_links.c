@@ -20,6 +20,7 @@
  */
 #include "config.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "placement/placement_int.h"
@@ -30,16 +31,21 @@ enum nic { NIC_OUT, NIC_IN, NICS };
 /* The two switch levels with uplinks: leaf and spine. */
 #define UPLINK_LEVELS 2
 
-struct loads {
+struct pl_links {
 	const struct pl_alloc *a;
 	uint32_t *gpu; /* per rank: node * gpn + its place among the node's ranks */
 	uint64_t *port[PORTS]; /* per GPU, KiB */
 	uint64_t *nic[NICS]; /* per node, KiB */
 	uint64_t *up[UPLINK_LEVELS], *down[UPLINK_LEVELS]; /* per leaf, per spine, KiB */
 	uint32_t *gpus[UPLINK_LEVELS]; /* the allocation's GPUs under each leaf, spine */
+	/* For trades (phx_pl_links_trade): */
+	uint32_t *rank_node; /* the caller's map */
+	unsigned long *by_node, *node_first; /* ranks of node n: by_node[node_first[n] ..] */
+	unsigned *node_used;
+	bool *moving; /* per rank */
 };
 
-static void add_flow(struct loads *l, uint32_t src, uint32_t dst, uint64_t kib)
+static void add_flow(struct pl_links *l, uint32_t src, uint32_t dst, uint64_t kib)
 {
 	const uint32_t *u0 = l->a->unit[src / l->a->gpn], *u1 = l->a->unit[dst / l->a->gpn];
 
@@ -60,7 +66,7 @@ static void add_flow(struct loads *l, uint32_t src, uint32_t dst, uint64_t kib)
 	}
 }
 
-static void add_group(struct loads *l, enum phx_dim d, unsigned long r0, unsigned long stride,
+static void add_group(struct pl_links *l, enum phx_dim d, unsigned long r0, unsigned long stride,
 		      unsigned long size)
 {
 	uint64_t kib = l->a->traffic[d] * 1024;
@@ -79,7 +85,7 @@ static void add_group(struct loads *l, enum phx_dim d, unsigned long r0, unsigne
 	}
 }
 
-static void add_step(struct loads *l)
+static void add_step(struct pl_links *l)
 {
 	const struct phx_layout *lay = l->a->layout;
 
@@ -107,39 +113,52 @@ static void add_step(struct loads *l)
 	}
 }
 
-static double busiest(const struct loads *l)
+/* A link's time, ns x 1024; the busiest kept in *w with how many share it. */
+static void consider(struct pl_worst *w, double t, enum pl_link kind, uint32_t where)
+{
+	/* Times are sums of the same terms: equal ones come out equal. */
+	if (t > w->t) {
+		*w = (struct pl_worst){ .t = t, .kind = kind, .where = where, .tied = 1 };
+	} else if (t == w->t && t > 0) {
+		w->tied++;
+	}
+}
+
+static void busiest(const struct pl_links *l, struct pl_worst *w)
 {
 	const struct pl_alloc *a = l->a;
 	size_t gpus = a->n_nodes * a->gpn;
-	double worst = 0, t;
 
+	*w = (struct pl_worst){ 0 };
 	for (size_t g = 0; g < gpus; g++) {
-		for (int p = 0; p < PORTS; p++) {
-			t = (double)l->port[p][g] * (double)a->weight[PHX_LEVEL_NODE];
-			worst = t > worst ? t : worst;
-		}
+		for (int p = 0; p < PORTS; p++)
+			consider(w, (double)l->port[p][g] * (double)a->weight[PHX_LEVEL_NODE],
+				 PL_LINK_NVLINK, (uint32_t)g);
 	}
 	for (size_t n = 0; n < a->n_nodes; n++) {
-		for (int p = 0; p < NICS; p++) {
-			t = (double)l->nic[p][n] * (double)a->weight[PHX_LEVEL_LEAF] / a->gpn;
-			worst = t > worst ? t : worst;
-		}
+		for (int p = 0; p < NICS; p++)
+			consider(w,
+				 (double)l->nic[p][n] * (double)a->weight[PHX_LEVEL_LEAF] / a->gpn,
+				 PL_LINK_NIC, (uint32_t)n);
 	}
 	for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
 		for (uint32_t u = 0; u < a->n_units[PHX_LEVEL_LEAF + v]; u++) {
-			uint64_t most = l->up[v][u] > l->down[v][u] ? l->up[v][u] : l->down[v][u];
+			for (int up = 0; up < 2; up++) {
+				uint64_t kib = up ? l->up[v][u] : l->down[v][u];
 
-			if (!most)
-				continue;
-			t = (double)most * (double)a->weight[PHX_LEVEL_SPINE + v] /
-			    (double)l->gpus[v][u];
-			worst = t > worst ? t : worst;
+				if (kib)
+					consider(w,
+						 (double)kib *
+							 (double)a->weight[PHX_LEVEL_SPINE + v] /
+							 (double)l->gpus[v][u],
+						 v ? PL_LINK_SPINE : PL_LINK_LEAF, u);
+			}
 		}
 	}
-	return worst / 1024; /* KiB x ns per MiB */
+	w->t /= 1024; /* KiB x ns per MiB */
 }
 
-static void loads_free(struct loads *l)
+static void loads_free(struct pl_links *l)
 {
 	free(l->gpu);
 	for (int p = 0; p < PORTS; p++)
@@ -153,12 +172,12 @@ static void loads_free(struct loads *l)
 	}
 }
 
-static int loads_init(struct loads *l, const struct pl_alloc *a, const uint32_t *rank_node)
+static int loads_init(struct pl_links *l, const struct pl_alloc *a, const uint32_t *rank_node)
 {
 	size_t gpus = a->n_nodes * a->gpn;
 	uint32_t *taken;
 
-	*l = (struct loads){ .a = a };
+	*l = (struct pl_links){ .a = a };
 	l->gpu = malloc(a->world * sizeof(*l->gpu));
 	taken = calloc(a->n_nodes, sizeof(*taken));
 	for (int p = 0; p < PORTS; p++) {
@@ -197,14 +216,159 @@ fail:
 	return -1;
 }
 
-int phx_pl_step_time(const struct pl_alloc *a, const uint32_t *rank_node, uint64_t *ns)
+int phx_pl_links(const struct pl_alloc *a, const uint32_t *rank_node, struct pl_worst *w)
 {
-	struct loads l;
+	struct pl_links l;
 
 	if (loads_init(&l, a, rank_node) < 0)
 		return -1;
 	add_step(&l);
-	*ns = (uint64_t)busiest(&l);
+	busiest(&l, w);
 	loads_free(&l);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- trades */
+
+/*
+ * Every flow rank r sends, and every flow it receives from a rank that is
+ * not moving, added (sign 1) or taken off (sign -1: unsigned sums wrap back
+ * exactly).
+ */
+static void rank_flows(struct pl_links *l, unsigned long r, int sign)
+{
+	const struct phx_layout *lay = l->a->layout;
+
+	for (int d = 0; d < PHX_DIM_COUNT; d++) {
+		unsigned long st = phx_layout_stride(lay, (enum phx_dim)d), size = lay->size[d];
+		unsigned long i = r / st % size, base = r - i * st;
+		uint64_t kib = l->a->traffic[d] * 1024, part;
+
+		if (size < 2 || !kib)
+			continue;
+		part = d == PHX_DIM_EP ? kib / (size - 1) : d == PHX_DIM_PP ? kib / 2 : kib;
+		part = sign > 0 ? part : (uint64_t)0 - part;
+		for (unsigned long j = 0; j < size; j++) {
+			unsigned long q = base + j * st;
+			bool to, from;
+
+			if (d == PHX_DIM_EP)
+				to = from = j != i;
+			else if (d == PHX_DIM_PP)
+				to = from = j + 1 == i || j == i + 1;
+			else
+				to = j == (i + 1) % size, from = (j + 1) % size == i;
+			if (to)
+				add_flow(l, l->gpu[r], l->gpu[q], part);
+			if (from && !l->moving[q])
+				add_flow(l, l->gpu[q], l->gpu[r], part);
+		}
+	}
+}
+
+struct pl_links *phx_pl_links_open(const struct pl_alloc *a, uint32_t *rank_node)
+{
+	struct pl_links *l = calloc(1, sizeof(*l));
+	unsigned long *fill = NULL;
+
+	if (!l || loads_init(l, a, rank_node) < 0) {
+		free(l);
+		return NULL;
+	}
+	add_step(l);
+	l->rank_node = rank_node;
+	l->by_node = malloc((a->world + 1) * sizeof(*l->by_node));
+	l->node_first = calloc(a->n_nodes + 1, sizeof(*l->node_first));
+	l->node_used = calloc(a->n_nodes + 1, sizeof(*l->node_used));
+	l->moving = calloc(a->world + 1, sizeof(*l->moving));
+	fill = calloc(a->n_nodes + 1, sizeof(*fill));
+	if (!l->by_node || !l->node_first || !l->node_used || !l->moving || !fill) {
+		free(fill);
+		phx_pl_links_close(l);
+		return NULL;
+	}
+	for (unsigned long r = 0; r < a->world; r++)
+		l->node_used[rank_node[r]]++;
+	for (size_t n = 1; n < a->n_nodes; n++)
+		l->node_first[n] = l->node_first[n - 1] + l->node_used[n - 1];
+	for (unsigned long r = 0; r < a->world; r++)
+		l->by_node[l->node_first[rank_node[r]] + fill[rank_node[r]]++] = r;
+	free(fill);
+	return l;
+}
+
+void phx_pl_links_worst(const struct pl_links *l, struct pl_worst *w)
+{
+	busiest(l, w);
+}
+
+/* The ranks of node n (they keep their place among its GPUs) onto node m. */
+static void move_ranks(struct pl_links *l, uint32_t n, uint32_t m, unsigned long first)
+{
+	for (unsigned k = 0; k < l->node_used[n]; k++) {
+		unsigned long r = l->by_node[first + k];
+
+		l->rank_node[r] = m;
+		l->gpu[r] = m * l->a->gpn + l->gpu[r] % l->a->gpn;
+	}
+}
+
+void phx_pl_links_trade(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t k = 0; k < len; k++) {
+			for (int side = 0; side < 2; side++) {
+				uint32_t n = side ? ys[k] : xs[k];
+
+				for (unsigned i = 0; i < l->node_used[n]; i++)
+					l->moving[l->by_node[l->node_first[n] + i]] = !pass;
+			}
+		}
+		if (pass)
+			break;
+		/* Off with the old places, on with the new. */
+		for (size_t k = 0; k < len; k++) {
+			for (unsigned i = 0; i < l->node_used[xs[k]]; i++)
+				rank_flows(l, l->by_node[l->node_first[xs[k]] + i], -1);
+			for (unsigned i = 0; i < l->node_used[ys[k]]; i++)
+				rank_flows(l, l->by_node[l->node_first[ys[k]] + i], -1);
+		}
+		for (size_t k = 0; k < len; k++) {
+			unsigned long fx = l->node_first[xs[k]], fy = l->node_first[ys[k]];
+
+			move_ranks(l, xs[k], ys[k], fx);
+			move_ranks(l, ys[k], xs[k], fy);
+			/* Node x's ranks are now listed where y's were, and back. */
+			l->node_first[xs[k]] = fy;
+			l->node_first[ys[k]] = fx;
+		}
+		for (size_t k = 0; k < len; k++) {
+			for (unsigned i = 0; i < l->node_used[xs[k]]; i++)
+				rank_flows(l, l->by_node[l->node_first[xs[k]] + i], 1);
+			for (unsigned i = 0; i < l->node_used[ys[k]]; i++)
+				rank_flows(l, l->by_node[l->node_first[ys[k]] + i], 1);
+		}
+	}
+}
+
+void phx_pl_links_close(struct pl_links *l)
+{
+	if (!l)
+		return;
+	loads_free(l);
+	free(l->by_node);
+	free(l->node_first);
+	free(l->node_used);
+	free(l->moving);
+	free(l);
+}
+
+int phx_pl_step_time(const struct pl_alloc *a, const uint32_t *rank_node, uint64_t *ns)
+{
+	struct pl_worst w;
+
+	if (phx_pl_links(a, rank_node, &w) < 0)
+		return -1;
+	*ns = (uint64_t)w.t;
 	return 0;
 }

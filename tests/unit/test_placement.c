@@ -320,10 +320,11 @@ static void test_random_invariants(void **state)
 
 struct exact {
 	const struct phx_plan *plan;
+	const struct pl_alloc *alloc; /* for the link model */
 	unsigned level[16][16]; /* widest level between two nodes */
 	unsigned free_gpus[16];
 	uint32_t rank_node[16];
-	uint64_t best;
+	uint64_t best, best_step;
 };
 
 static unsigned node_level(const struct phx_plan_node *x, const struct phx_plan_node *y)
@@ -373,10 +374,13 @@ static uint64_t exact_cost(const struct exact *e)
 static void exact_search(struct exact *e, unsigned long r)
 {
 	if (r == e->plan->world) {
-		uint64_t c = exact_cost(e);
+		uint64_t c = exact_cost(e), ns;
 
 		if (c < e->best)
 			e->best = c;
+		assert_int_equal(phx_pl_step_time(e->alloc, e->rank_node, &ns), 0);
+		if (ns < e->best_step)
+			e->best_step = ns;
 		return;
 	}
 	for (size_t n = 0; n < e->plan->n_nodes; n++) {
@@ -389,15 +393,21 @@ static void exact_search(struct exact *e, unsigned long r)
 	}
 }
 
+static void alloc_of(const struct phx_plan *plan, struct pl_alloc *a, const char **names);
+static void free_alloc(struct pl_alloc *a);
+
 /*
  * Tiny worlds on small fragmented fabrics, every map tried: the cheapest
- * costs no less than the bound, and the plan no less than the cheapest.
+ * costs no less than the bound, and the plan no less than the cheapest;
+ * the same for the link model's step and its bound.
  */
 static void test_bound_exhaustive(void **state)
 {
 	for (int round = 0; round < 300; round++) {
 		struct scenario s = { .gpn = 1u << pick(0, 2) };
-		struct exact e = { .best = UINT64_MAX };
+		struct exact e = { .best = UINT64_MAX, .best_step = UINT64_MAX };
+		struct pl_alloc alloc;
+		const char *names[48];
 		unsigned long world;
 		struct phx_plan *plan;
 		char conf[1024];
@@ -443,6 +453,8 @@ static void test_bound_exhaustive(void **state)
 		random_layout(&s, world);
 		plan = place(&s);
 		e.plan = plan;
+		alloc_of(plan, &alloc, names);
+		e.alloc = &alloc;
 		for (size_t i = 0; i < plan->n_nodes; i++) {
 			e.free_gpus[i] = s.gpn;
 			for (size_t j = 0; j < plan->n_nodes; j++)
@@ -455,6 +467,12 @@ static void test_bound_exhaustive(void **state)
 			fail_msg("round %d: cheapest map %llu, bound %llu, plan %llu", round,
 				 (unsigned long long)e.best, (unsigned long long)plan->lower_bound,
 				 (unsigned long long)plan->cost.total);
+		if (e.best_step < plan->step_bound_ns || plan->cost.step_ns < e.best_step)
+			fail_msg("round %d: shortest step %llu ns, bound %llu, plan %llu", round,
+				 (unsigned long long)e.best_step,
+				 (unsigned long long)plan->step_bound_ns,
+				 (unsigned long long)plan->cost.step_ns);
+		free_alloc(&alloc);
 		phx_plan_free(plan);
 		free_scenario(&s);
 	}
@@ -565,6 +583,8 @@ static void test_bound_against_maps(void **state)
 	for (int round = 0; round < 40; round++) {
 		struct scenario s = { .gpn = rng() % 2 ? 4 : 8 };
 		struct phx_plan *plan;
+		struct pl_alloc alloc;
+		const char **names;
 		unsigned char *level;
 		uint32_t *map;
 		size_t n;
@@ -581,8 +601,11 @@ static void test_bound_against_maps(void **state)
 		n = plan->n_nodes;
 		level = malloc(n * n);
 		map = malloc(plan->world * sizeof(*map));
+		names = calloc(3 * n, sizeof(*names));
 		assert_non_null(level);
 		assert_non_null(map);
+		assert_non_null(names);
+		alloc_of(plan, &alloc, names);
 		for (size_t i = 0; i < n; i++) {
 			for (size_t j = 0; j < n; j++)
 				level[i * n + j] =
@@ -614,7 +637,18 @@ static void test_bound_against_maps(void **state)
 				fail_msg("round %d, map %d: cost %llu below the bound %llu (%s)",
 					 round, k, (unsigned long long)c,
 					 (unsigned long long)plan->lower_bound, plan->strategy);
+			assert_int_equal(phx_pl_step_time(&alloc, map, &c), 0);
+			if (c < plan->step_bound_ns)
+				fail_msg("round %d, map %d: step %llu ns below the bound %llu",
+					 round, k, (unsigned long long)c,
+					 (unsigned long long)plan->step_bound_ns);
 		}
+		if (plan->cost.step_ns < plan->step_bound_ns)
+			fail_msg("round %d: the plan's step %llu ns below the bound %llu", round,
+				 (unsigned long long)plan->cost.step_ns,
+				 (unsigned long long)plan->step_bound_ns);
+		free_alloc(&alloc);
+		free(names);
 		free(level);
 		free(map);
 		phx_plan_free(plan);
@@ -667,6 +701,13 @@ static void alloc_of(const struct phx_plan *plan, struct pl_alloc *a, const char
 	a->n_units[1] = n_dom + (uint32_t)n;
 	a->n_units[2] = n_leaf;
 	a->n_units[3] = n_spine;
+}
+
+static void free_alloc(struct pl_alloc *a)
+{
+	free(a->unit);
+	free(a->slow);
+	free(a->spare);
 }
 
 /*
@@ -738,9 +779,7 @@ static void test_swaps_lower_cost(void **state)
 			assert_true(model_cost(plan, level, map) == c1.total);
 			assert_true(c1.total >= plan->lower_bound);
 		}
-		free(a.unit);
-		free(a.slow);
-		free(a.spare);
+		free_alloc(&a);
 		free(names);
 		free(level);
 		free(map);
@@ -1087,6 +1126,184 @@ static void test_link_model(void **state)
 	(void)state;
 }
 
+/*
+ * The least traffic any m ranks send to the others, against every set of
+ * ranks of small layouts, counted from the flows of phalanx-plan(1): a ring
+ * member sends its MiB to the next, an all-to-all member a part to each
+ * other, a pipeline rank half its MiB to each neighbour. No set sends less
+ * than the bound; with two dimensions or fewer, where the layers of a
+ * down-set are initial segments of lines, the bound is the least exactly.
+ */
+static uint64_t set_out(const struct pl_alloc *a, unsigned mask)
+{
+	const struct phx_layout *l = a->layout;
+	uint64_t out = 0;
+
+	for (unsigned long r = 0; r < a->world; r++) {
+		if (!(mask >> r & 1))
+			continue;
+		for (int d = 0; d < PHX_DIM_COUNT; d++) {
+			unsigned long st = phx_layout_stride(l, (enum phx_dim)d), size = l->size[d];
+			unsigned long i = r / st % size, base = r - i * st;
+			uint64_t kib = a->traffic[d] * 1024;
+
+			if (size < 2)
+				continue;
+			for (unsigned long j = 0; j < size; j++) {
+				bool outside = !(mask >> (base + j * st) & 1);
+
+				if (d == PHX_DIM_EP && j != i && outside)
+					out += kib / (size - 1);
+				else if (d == PHX_DIM_PP && (j + 1 == i || j == i + 1) && outside)
+					out += kib / 2;
+				else if (d != PHX_DIM_EP && d != PHX_DIM_PP &&
+					 j == (i + 1) % size && outside)
+					out += kib;
+			}
+		}
+	}
+	return out;
+}
+
+static void test_least_out_exhaustive(void **state)
+{
+	static const char *const dims[] = { "tp", "cp", "ep", "dp", "pp" };
+
+	for (int round = 0; round < 60; round++) {
+		struct phx_layout layout;
+		struct pl_alloc a = { .layout = &layout };
+		uint64_t least[17], exact[17];
+		unsigned long world = 1;
+		unsigned nontrivial = 0;
+		char spec[128], why[256];
+		size_t off = 0;
+
+		for (int d = 0; d < PHX_DIM_COUNT; d++) {
+			unsigned long size = 1 + rng() % 4;
+
+			if (world * size > 16 || rng() % 3 == 0)
+				size = 1;
+			world *= size;
+			nontrivial += size > 1;
+			off += (size_t)snprintf(spec + off, sizeof(spec) - off, "%s%s=%lu",
+						off ? "," : "", dims[d], size);
+			a.traffic[d] = rng() % 5000;
+		}
+		if (rng() % 2)
+			snprintf(spec + off, sizeof(spec) - off, ",order=pp-dp-ep-cp-tp");
+		assert_int_equal(phx_layout_parse(spec, &layout, why, sizeof(why)), 0);
+		assert_int_equal(phx_layout_resolve(&layout, world, why, sizeof(why)), 0);
+		a.world = world;
+		assert_int_equal(phx_pl_least_out(&a, world, false, least), 0);
+		for (unsigned long m = 0; m <= world; m++)
+			exact[m] = UINT64_MAX;
+		for (unsigned mask = 0; mask < 1u << world; mask++) {
+			unsigned m = (unsigned)__builtin_popcount(mask);
+			uint64_t out = set_out(&a, mask);
+
+			exact[m] = out < exact[m] ? out : exact[m];
+		}
+		for (unsigned long m = 0; m <= world; m++) {
+			if (least[m] > exact[m] || (nontrivial <= 2 && least[m] != exact[m]))
+				fail_msg(
+					"%s: %lu ranks send at least %llu KiB, the bound says %llu",
+					spec, m, (unsigned long long)exact[m],
+					(unsigned long long)least[m]);
+		}
+	}
+	(void)state;
+}
+
+/*
+ * Trades of whole nodes update the link model's loads flow by flow: after
+ * each, the busiest link, its time and how many links share it are what a
+ * fresh count of the whole map gives, and the same trade undoes it.
+ */
+static void test_link_trades(void **state)
+{
+	for (int round = 0; round < 20; round++) {
+		struct scenario s = { .gpn = rng() % 2 ? 4 : 8 };
+		struct phx_plan *plan;
+		struct pl_alloc alloc;
+		struct pl_links *links;
+		const char **names;
+		uint32_t *map, *before;
+		size_t n;
+
+		big_fabric(&s);
+		phx_traffic_defaults(&s.traffic);
+		random_layout(&s, s.n_nodes * s.gpn);
+		plan = place(&s);
+		n = plan->n_nodes;
+		names = calloc(3 * n, sizeof(*names));
+		map = malloc(plan->world * sizeof(*map));
+		before = malloc(plan->world * sizeof(*before));
+		assert_true(names && map && before);
+		alloc_of(plan, &alloc, names);
+		memcpy(map, plan->rank_node, plan->world * sizeof(*map));
+		if (round % 2)
+			shuffle_map(map, plan->world);
+		links = phx_pl_links_open(&alloc, map);
+		assert_non_null(links);
+		for (int k = 0; k < 12; k++) {
+			uint32_t xs[3], ys[3];
+			struct pl_worst kept, fresh;
+			size_t len = 1 + rng() % 3, got = 0;
+
+			/* Distinct nodes, each pair holding as many ranks. */
+			for (int tries = 0; tries < 200 && got < len; tries++) {
+				uint32_t x = (uint32_t)(rng() % n), y = (uint32_t)(rng() % n);
+				unsigned cx = 0, cy = 0;
+				bool seen = x == y;
+
+				for (size_t i = 0; i < got; i++)
+					seen = seen || xs[i] == x || xs[i] == y || ys[i] == x ||
+					       ys[i] == y;
+				for (unsigned long r = 0; r < plan->world; r++) {
+					cx += map[r] == x;
+					cy += map[r] == y;
+				}
+				if (seen || cx != cy)
+					continue;
+				xs[got] = x;
+				ys[got] = y;
+				got++;
+			}
+			memcpy(before, map, plan->world * sizeof(*map));
+			phx_pl_links_trade(links, xs, ys, got);
+			for (unsigned long r = 0; r < plan->world; r++) {
+				uint32_t want = before[r];
+
+				for (size_t i = 0; i < got; i++)
+					want = before[r] == xs[i]   ? ys[i]
+					       : before[r] == ys[i] ? xs[i]
+								    : want;
+				assert_int_equal(map[r], want);
+			}
+			phx_pl_links_worst(links, &kept);
+			assert_int_equal(phx_pl_links(&alloc, map, &fresh), 0);
+			if (kept.t != fresh.t || kept.tied != fresh.tied ||
+			    kept.kind != fresh.kind || kept.where != fresh.where)
+				fail_msg("round %d, trade %d: kept %.0f ns (%u links), fresh %.0f "
+					 "ns "
+					 "(%u links)",
+					 round, k, kept.t, kept.tied, fresh.t, fresh.tied);
+			if (k % 3 == 2) {
+				phx_pl_links_trade(links, xs, ys, got);
+				assert_memory_equal(map, before, plan->world * sizeof(*map));
+			}
+		}
+		phx_pl_links_close(links);
+		free_alloc(&alloc);
+		free(names);
+		free(map);
+		free(before);
+		phx_plan_free(plan);
+		free_scenario(&s);
+	}
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1105,6 +1322,8 @@ int main(void)
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_traffic),
 		cmocka_unit_test(test_link_model),
+		cmocka_unit_test(test_least_out_exhaustive),
+		cmocka_unit_test(test_link_trades),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
