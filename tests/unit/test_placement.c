@@ -530,6 +530,15 @@ static void big_fabric(struct scenario *s)
 	free(conf);
 }
 
+/* A plan of a random layout with the default traffic on a big fabric. */
+static struct phx_plan *big_plan(struct scenario *s)
+{
+	big_fabric(s);
+	phx_traffic_defaults(&s->traffic);
+	random_layout(s, s->n_nodes * s->gpn);
+	return place(s);
+}
+
 /* The model of phalanx-plan(1) once more, for any map, from a level table. */
 static uint64_t model_cost(const struct phx_plan *plan, const unsigned char *level,
 			   const uint32_t *rank_node)
@@ -728,10 +737,7 @@ static void test_swaps_lower_cost(void **state)
 		unsigned *before, *after;
 		size_t n;
 
-		big_fabric(&s);
-		phx_traffic_defaults(&s.traffic);
-		random_layout(&s, s.n_nodes * s.gpn);
-		plan = place(&s);
+		plan = big_plan(&s);
 		n = plan->n_nodes;
 		names = calloc(3 * n, sizeof(*names));
 		level = malloc(n * n);
@@ -1230,10 +1236,7 @@ static void test_link_trades(void **state)
 		uint32_t *map, *before;
 		size_t n;
 
-		big_fabric(&s);
-		phx_traffic_defaults(&s.traffic);
-		random_layout(&s, s.n_nodes * s.gpn);
-		plan = place(&s);
+		plan = big_plan(&s);
 		n = plan->n_nodes;
 		names = calloc(3 * n, sizeof(*names));
 		map = malloc(plan->world * sizeof(*map));
