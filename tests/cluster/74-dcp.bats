@@ -68,12 +68,15 @@ EOC
 	echo "$f"
 }
 
-# dcp NODES CONF OUT -- dcp_job.py options: NODES nodes x 2 workers.
+# dcp NODES CONF OUT -- dcp_job.py options: NODES nodes x 2 workers, always
+# the first NODES of the lab: a load through the agents finds the shards on
+# the nodes that saved them (Slurm may pick others while those complete).
 dcp()
 {
-	local nodes=$1 cf=$2 out=$3
+	local nodes=$1 cf=$2 out=$3 list=node1
 	shift 4
-	timeout 300 srun --mpi=pmix -N"$nodes" --ntasks-per-node=1 -K1 "$LAUNCH" --agent \
+	[ "$nodes" -eq 1 ] || list="node[1-$nodes]"
+	timeout 300 srun --mpi=pmix -N"$nodes" -w "$list" --ntasks-per-node=1 -K1 "$LAUNCH" --agent \
 		--config "$cf" --nproc-per-node 2 ${LAUNCH_OPTS:-} -- /usr/bin/python3 "$JOB" "$@" \
 		>"$out" 2>&1 || {
 		local rc=$?
