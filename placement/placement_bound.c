@@ -769,7 +769,7 @@ static int cmp_ul(const void *x, const void *y)
 static int level_saving(struct bounder *bd, unsigned level, uint64_t *out)
 {
 	const struct pl_alloc *a = bd->a;
-	unsigned long *cap = calloc(a->n_units[level] + 1, sizeof(*cap));
+	unsigned long *cap = phx_pl_unit_gpus(a, level);
 	struct totals *tt = calloc(1, sizeof(*tt));
 	uint64_t sum = 0, last = 0;
 
@@ -778,8 +778,6 @@ static int level_saving(struct bounder *bd, unsigned level, uint64_t *out)
 		free(tt);
 		return -1;
 	}
-	for (size_t i = 0; i < a->n_nodes; i++)
-		cap[a->unit[i][level]] += a->gpn;
 	qsort(cap, a->n_units[level], sizeof(*cap), cmp_ul);
 	for (uint32_t u = 0; u < a->n_units[level]; u++) {
 		unsigned long n = umin(cap[u], a->world);
@@ -835,17 +833,15 @@ static void largest_unit(struct bounder *bd)
 
 		if (a->weight[l + 1] == a->weight[l])
 			continue;
-		cap = calloc(a->n_units[l] + 1, sizeof(*cap));
+		cap = phx_pl_unit_gpus(a, l);
 		if (!cap) {
 			bd->n_max = a->world; /* only costs time */
 			return;
 		}
-		for (size_t i = 0; i < a->n_nodes; i++) {
-			cap[a->unit[i][l]] += a->gpn;
-			bd->n_max = umax(bd->n_max, cap[a->unit[i][l]]);
-		}
 		for (uint32_t u = 0; u < a->n_units[l]; u++) {
 			unsigned long n = umin(cap[u], a->world);
+
+			bd->n_max = umax(bd->n_max, cap[u]);
 
 			if (n <= LAYER_LIMIT)
 				bd->layer_lim = umax(bd->layer_lim, n);

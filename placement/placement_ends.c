@@ -252,6 +252,7 @@ static long rounds(struct ends *e, uint64_t bound_ns)
 	bool *taken = calloc(e->a->n_nodes + 1, sizeof(*taken));
 	struct pl_worst w;
 	long trades = 0;
+	bool moved = true; /* the map changed since classify() */
 
 	if (!taken)
 		return -1;
@@ -259,11 +260,13 @@ static long rounds(struct ends *e, uint64_t bound_ns)
 	while (e->evals < e->max_evals && (uint64_t)w.t > bound_ns) {
 		size_t x, len;
 
-		classify(e);
+		if (moved)
+			classify(e);
 		x = pick(e, &w, &len);
 		if (x == e->n_order)
 			break;
-		if (try_cell(e, &w, x, len, taken))
+		moved = try_cell(e, &w, x, len, taken);
+		if (moved)
 			trades++;
 		else
 			e->tried[e->cell[e->order[x]]] = true;
@@ -287,11 +290,9 @@ long phx_pl_ends(const struct pl_alloc *a, uint32_t *rank_node, uint64_t bound_n
 	e.order = calloc(a->n_nodes + 1, sizeof(*e.order));
 	e.dirty = calloc(a->world, sizeof(*e.dirty));
 	e.tried = calloc(a->world, sizeof(*e.tried));
-	e.leaf_gpus = calloc(a->n_units[PHX_LEVEL_LEAF] + 1, sizeof(*e.leaf_gpus));
+	e.leaf_gpus = phx_pl_unit_gpus(a, PHX_LEVEL_LEAF);
 	if (!e.cell || !e.first || !e.used || !e.order || !e.dirty || !e.tried || !e.leaf_gpus)
 		goto out;
-	for (size_t n = 0; n < a->n_nodes; n++)
-		e.leaf_gpus[a->unit[n][PHX_LEVEL_LEAF]] += a->gpn;
 	e.links = phx_pl_links_open(a, rank_node);
 	if (!e.links)
 		goto out;

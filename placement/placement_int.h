@@ -78,6 +78,14 @@ void phx_pl_pack(struct pl_tree *tree, const struct pl_strategy *s, uint32_t *ra
 long phx_pl_refine(const struct pl_alloc *a, uint32_t *rank_node);
 /* Prices a map (rank_node[r] = allocated node index); 0 or -1 (memory). */
 int phx_pl_cost(const struct pl_alloc *a, const uint32_t *rank_node, struct phx_plan_cost *cost);
+/* The allocation's GPUs in each unit of a level (placement_links.c); NULL: memory. */
+unsigned long *phx_pl_unit_gpus(const struct pl_alloc *a, unsigned level);
+/*
+ * KiB of one flow of dimension d in the link model: a ring member's to the
+ * next, an all-to-all member's to each other, a pipeline hop's each way
+ * (placement_links.c).
+ */
+uint64_t phx_pl_flow_kib(const struct pl_alloc *a, enum phx_dim d);
 /* The link model's time of one step, ns (placement_links.c); 0 or -1 (memory). */
 int phx_pl_step_time(const struct pl_alloc *a, const uint32_t *rank_node, uint64_t *ns);
 

@@ -78,16 +78,12 @@ static unsigned collect_lines(const struct pl_alloc *a, bool ring_pp, struct lin
 	for (int i = 0; i < PHX_DIM_COUNT; i++) {
 		enum phx_dim d = order[i];
 		unsigned long s = a->layout->size[d];
-		uint64_t kib = a->traffic[d] * 1024;
-
 		if (s < 2)
 			continue;
 		out[n].s = s;
 		out[n].all_to_all = d == PHX_DIM_EP;
-		/* As placement_links.c splits and halves them. */
-		out[n].c = d == PHX_DIM_EP		 ? kib / (s - 1)
-			   : d == PHX_DIM_PP && !ring_pp ? kib / 2
-							 : kib;
+		/* A pipeline as a ring: a hop each way out of each part. */
+		out[n].c = phx_pl_flow_kib(a, d) * (d == PHX_DIM_PP && ring_pp ? 2 : 1);
 		n++;
 	}
 	return n;
@@ -236,7 +232,7 @@ static double least_time(const struct unit_out *u, size_t n, double ends)
 static int level_bound(const struct pl_alloc *a, unsigned level, uint64_t weight,
 		       const uint64_t *const least[2], unsigned long lim, double *worst)
 {
-	unsigned long *gpus = calloc(a->n_units[level] + 1, sizeof(*gpus));
+	unsigned long *gpus = phx_pl_unit_gpus(a, level);
 	struct unit_out *u = calloc(a->n_units[level] + 1, sizeof(*u));
 	unsigned long pp = a->layout->size[PHX_DIM_PP];
 	double ends, t;
@@ -247,8 +243,6 @@ static int level_bound(const struct pl_alloc *a, unsigned level, uint64_t weight
 		free(u);
 		return -1;
 	}
-	for (size_t i = 0; i < a->n_nodes; i++)
-		gpus[a->unit[i][level]] += a->gpn;
 	for (uint32_t k = 0; k < a->n_units[level]; k++) {
 		uint64_t alone = unit_least(a, least[0], lim, gpus[k]);
 		uint64_t ring = unit_least(a, least[1], lim, gpus[k]);

@@ -66,10 +66,29 @@ static void add_flow(struct pl_links *l, uint32_t src, uint32_t dst, uint64_t ki
 	}
 }
 
+unsigned long *phx_pl_unit_gpus(const struct pl_alloc *a, unsigned level)
+{
+	unsigned long *gpus = calloc(a->n_units[level] + 1, sizeof(*gpus));
+
+	for (size_t i = 0; gpus && i < a->n_nodes; i++)
+		gpus[a->unit[i][level]] += a->gpn;
+	return gpus;
+}
+
+uint64_t phx_pl_flow_kib(const struct pl_alloc *a, enum phx_dim d)
+{
+	uint64_t kib = a->traffic[d] * 1024;
+	unsigned long size = a->layout->size[d];
+
+	if (size < 2)
+		return 0;
+	return d == PHX_DIM_EP ? kib / (size - 1) : d == PHX_DIM_PP ? kib / 2 : kib;
+}
+
 static void add_group(struct pl_links *l, enum phx_dim d, unsigned long r0, unsigned long stride,
 		      unsigned long size)
 {
-	uint64_t kib = l->a->traffic[d] * 1024;
+	uint64_t kib = phx_pl_flow_kib(l->a, d);
 
 	for (unsigned long i = 0; i < size; i++) {
 		uint32_t src = l->gpu[r0 + i * stride];
@@ -80,7 +99,7 @@ static void add_group(struct pl_links *l, enum phx_dim d, unsigned long r0, unsi
 		}
 		for (unsigned long j = 0; j < size; j++) {
 			if (j != i)
-				add_flow(l, src, l->gpu[r0 + j * stride], kib / (size - 1));
+				add_flow(l, src, l->gpu[r0 + j * stride], kib);
 		}
 	}
 }
@@ -103,7 +122,7 @@ static void add_step(struct pl_links *l)
 				for (unsigned long s = 0; s + 1 < size; s++) {
 					uint32_t g0 = l->gpu[hi + lo + s * stride];
 					uint32_t g1 = l->gpu[hi + lo + (s + 1) * stride];
-					uint64_t half = l->a->traffic[d] * 512;
+					uint64_t half = phx_pl_flow_kib(l->a, PHX_DIM_PP);
 
 					add_flow(l, g0, g1, half);
 					add_flow(l, g1, g0, half);
@@ -242,11 +261,10 @@ static void rank_flows(struct pl_links *l, unsigned long r, int sign)
 	for (int d = 0; d < PHX_DIM_COUNT; d++) {
 		unsigned long st = phx_layout_stride(lay, (enum phx_dim)d), size = lay->size[d];
 		unsigned long i = r / st % size, base = r - i * st;
-		uint64_t kib = l->a->traffic[d] * 1024, part;
+		uint64_t part = phx_pl_flow_kib(l->a, (enum phx_dim)d);
 
-		if (size < 2 || !kib)
+		if (size < 2 || !l->a->traffic[d])
 			continue;
-		part = d == PHX_DIM_EP ? kib / (size - 1) : d == PHX_DIM_PP ? kib / 2 : kib;
 		part = sign > 0 ? part : (uint64_t)0 - part;
 		for (unsigned long j = 0; j < size; j++) {
 			unsigned long q = base + j * st;
