@@ -13,7 +13,8 @@
  * link model's step gets shorter, or as long with fewer links that long.
  * The rounds stop at the bound, or when the link model has been evaluated
  * as often as the allocation's size allows (a count, so every node plans
- * the same).
+ * the same). Where they stop above the bound, the pipelines are laid out
+ * again over the leaves (resequence()) and the rounds go on from there.
  */
 #include "config.h"
 
@@ -43,6 +44,7 @@ struct ends {
 	size_t n_order;
 	unsigned long *leaf_gpus; /* per leaf unit */
 	unsigned long evals, max_evals;
+	bool by_spine; /* resequence() keeps each spine's cells */
 };
 
 /* The cell of rank r: r with its tp, cp and ep coordinates set to 0. */
@@ -247,6 +249,263 @@ static size_t pick(const struct ends *e, const struct pl_worst *w, size_t *len)
 	return e->n_order;
 }
 
+/* A leaf's runs of order[], a cell each: where they start, how many. */
+struct frag {
+	uint32_t leaf, spine;
+	size_t n_runs;
+	const size_t *runs;
+};
+
+/*
+ * Whether leaf f suits the next cell better than leaf g: a leaf of one
+ * cell where a pipeline starts or ends (its cell then sends one hop, not
+ * two), larger leaves in between, the largest that still ends before the
+ * next end (room cells on), else the smallest.
+ */
+static bool suits_better(const struct frag *f, const struct frag *g, bool at_end,
+			 unsigned long room)
+{
+	bool single = f->n_runs == 1;
+
+	if (single != (g->n_runs == 1))
+		return single == at_end;
+	if (single || f->n_runs == g->n_runs)
+		return false;
+	if (g->n_runs > room)
+		return f->n_runs < g->n_runs;
+	return f->n_runs <= room && f->n_runs > g->n_runs;
+}
+
+/*
+ * The leaves in the order the cells fill them, each the first that suits
+ * best. at_end[j], room[j]: whether cell j is of an end stage; how many
+ * cells from j on come before the next one that is.
+ */
+static void frag_sequence(const struct frag *fr, size_t n, const bool *at_end,
+			  const unsigned long *room, bool *used, const struct frag **seq)
+{
+	size_t cell = 0;
+
+	memset(used, 0, n * sizeof(*used));
+	for (size_t k = 0; k < n; k++) {
+		size_t pick = n;
+
+		for (size_t i = 0; i < n; i++) {
+			if (!used[i] && (pick == n ||
+					 suits_better(&fr[i], &fr[pick], at_end[cell], room[cell])))
+				pick = i;
+		}
+		used[pick] = true;
+		seq[k] = &fr[pick];
+		cell += fr[pick].n_runs;
+	}
+}
+
+struct reseq {
+	size_t *runs; /* run starts in order[]: one cell each */
+	size_t *by_leaf; /* the same, by leaf */
+	struct frag *fr;
+	const struct frag **seq;
+	bool *used, *at_end;
+	unsigned long *room;
+	uint32_t *perm; /* per node */
+	uint32_t *map; /* per rank */
+};
+
+static uint32_t run_unit(const struct ends *e, size_t run, unsigned level)
+{
+	return e->a->unit[e->order[run]][level];
+}
+
+static int run_by_leaf(const void *x, const void *y, void *ctx)
+{
+	const struct ends *e = ctx;
+	size_t i = *(const size_t *)x, j = *(const size_t *)y;
+	uint32_t si = run_unit(e, i, PHX_LEVEL_SPINE), sj = run_unit(e, j, PHX_LEVEL_SPINE);
+	uint32_t li = run_unit(e, i, PHX_LEVEL_LEAF), lj = run_unit(e, j, PHX_LEVEL_LEAF);
+
+	if (si != sj)
+		return si < sj ? -1 : 1;
+	if (li != lj)
+		return li < lj ? -1 : 1;
+	return i < j ? -1 : i > j;
+}
+
+static uint64_t replica_of(const struct pl_alloc *a, uint64_t cell)
+{
+	unsigned long st = phx_layout_stride(a->layout, PHX_DIM_PP);
+
+	return cell - cell / st % a->layout->size[PHX_DIM_PP] * st;
+}
+
+/* Cells by replica, then stage (by spine first with by_spine): whole pipelines in turn. */
+static int run_by_pipeline(const void *x, const void *y, void *ctx)
+{
+	const struct ends *e = ctx;
+	size_t i = *(const size_t *)x, j = *(const size_t *)y;
+	uint32_t si = run_unit(e, i, PHX_LEVEL_SPINE), sj = run_unit(e, j, PHX_LEVEL_SPINE);
+	uint64_t c = e->cell[e->order[i]], d = e->cell[e->order[j]];
+	uint64_t rc = replica_of(e->a, c), rd = replica_of(e->a, d);
+
+	if (e->by_spine && si != sj)
+		return si < sj ? -1 : 1;
+	if (rc != rd)
+		return rc < rd ? -1 : 1;
+	return c < d ? -1 : c > d;
+}
+
+/* Runs of order[], one per cell, all alike; their count, or 0 if the cells are not so. */
+static size_t collect_runs(const struct ends *e, size_t *runs)
+{
+	const struct pl_alloc *a = e->a;
+	const struct phx_layout *l = a->layout;
+	unsigned long cell_ranks = l->size[PHX_DIM_TP] * l->size[PHX_DIM_CP] * l->size[PHX_DIM_EP];
+	size_t n = 0, len;
+
+	for (size_t i = 0; i < e->n_order; i++) {
+		if (!i || e->cell[e->order[i]] != e->cell[e->order[i - 1]])
+			runs[n++] = i;
+	}
+	if (!n || n != a->world / cell_ranks || e->n_order % n)
+		return 0;
+	len = e->n_order / n;
+	for (size_t k = 0; k < n; k++) {
+		for (size_t j = 0; j < len; j++) {
+			uint32_t node = e->order[runs[k] + j];
+
+			if (e->cell[node] != e->cell[e->order[runs[k]]] ||
+			    e->used[node] != e->used[e->order[runs[0] + j]] || a->slow[node])
+				return 0;
+		}
+	}
+	return n;
+}
+
+/* Leaves and their runs, by spine: fr[] over by_leaf[]; how many leaves. */
+static size_t collect_frags(const struct ends *e, struct reseq *q, size_t n_runs)
+{
+	size_t n = 0;
+
+	memcpy(q->by_leaf, q->runs, n_runs * sizeof(*q->by_leaf));
+	qsort_r(q->by_leaf, n_runs, sizeof(*q->by_leaf), run_by_leaf, (void *)e);
+	for (size_t k = 0; k < n_runs; k++) {
+		uint32_t leaf = run_unit(e, q->by_leaf[k], PHX_LEVEL_LEAF);
+
+		if (!n || q->fr[n - 1].leaf != leaf)
+			q->fr[n++] =
+				(struct frag){ leaf, run_unit(e, q->by_leaf[k], PHX_LEVEL_SPINE), 0,
+					       &q->by_leaf[k] };
+		q->fr[n - 1].n_runs++;
+	}
+	return n;
+}
+
+/* at_end[] and room[] of the cells in runs[] (sorted by pipeline). */
+static void mark_ends(const struct ends *e, struct reseq *q, size_t n_runs)
+{
+	const struct pl_alloc *a = e->a;
+	unsigned long st = phx_layout_stride(a->layout, PHX_DIM_PP);
+	unsigned long stages = a->layout->size[PHX_DIM_PP];
+
+	for (size_t j = n_runs; j-- > 0;) {
+		uint64_t c = e->cell[e->order[q->runs[j]]];
+		unsigned long stage = c / st % stages;
+		bool next = j + 1 < n_runs && e->cell[e->order[q->runs[j + 1]]] == c + st;
+
+		q->at_end[j] = stage == 0 || stage + 1 == stages;
+		q->room[j] =
+			q->at_end[j] ? 0 : 1 + (next && !q->at_end[j + 1] ? q->room[j + 1] : 0);
+	}
+}
+
+/*
+ * The pipelines laid out again, one after the other, over the leaves in
+ * frag_sequence()'s order, when every cell sits whole on nodes of its own:
+ * trades one at a time cannot get there, since each step of the way leaves
+ * some leaf as busy as before. Leaves are taken spine by spine; with
+ * by_spine each spine keeps its cells, so what crosses spines stays as it
+ * was. Kept if the step gets shorter: 1, else 0; -1: memory.
+ */
+static int resequence(struct ends *e, struct reseq *q)
+{
+	const struct pl_alloc *a = e->a;
+	size_t n_runs, n_frags, len, slot = 0;
+	struct pl_worst was, now;
+
+	classify(e);
+	n_runs = collect_runs(e, q->runs);
+	if (n_runs < 2)
+		return 0;
+	len = e->n_order / n_runs;
+	n_frags = collect_frags(e, q, n_runs);
+	qsort_r(q->runs, n_runs, sizeof(*q->runs), run_by_pipeline, e);
+	mark_ends(e, q, n_runs);
+	for (size_t f = 0, cell = 0; f < n_frags;) {
+		size_t g = f;
+
+		while (g < n_frags && (!e->by_spine || q->fr[g].spine == q->fr[f].spine))
+			g++;
+		frag_sequence(q->fr + f, g - f, q->at_end + cell, q->room + cell, q->used,
+			      q->seq + f);
+		for (size_t k = f; k < g; k++)
+			cell += q->fr[k].n_runs;
+		f = g;
+	}
+	for (size_t n = 0; n < a->n_nodes; n++)
+		q->perm[n] = (uint32_t)n;
+	for (size_t k = 0; k < n_frags; k++) {
+		for (size_t j = 0; j < q->seq[k]->n_runs; j++, slot++) {
+			for (size_t i = 0; i < len; i++)
+				q->perm[e->order[q->runs[slot] + i]] =
+					e->order[q->seq[k]->runs[j] + i];
+		}
+	}
+	for (unsigned long r = 0; r < a->world; r++)
+		q->map[r] = q->perm[e->rank_node[r]];
+	if (phx_pl_links(a, e->rank_node, &was) < 0 || phx_pl_links(a, q->map, &now) < 0)
+		return -1;
+	if (now.t >= was.t)
+		return 0;
+	memcpy(e->rank_node, q->map, a->world * sizeof(*q->map));
+	return 1;
+}
+
+static int try_resequence(struct ends *e)
+{
+	const struct pl_alloc *a = e->a;
+	struct reseq q = { 0 };
+	size_t n = a->n_nodes + 1;
+	int rc = -1;
+
+	q.runs = calloc(n, sizeof(*q.runs));
+	q.by_leaf = calloc(n, sizeof(*q.by_leaf));
+	q.fr = calloc(n, sizeof(*q.fr));
+	q.seq = calloc(n, sizeof(*q.seq));
+	q.used = calloc(n, sizeof(*q.used));
+	q.at_end = calloc(n, sizeof(*q.at_end));
+	q.room = calloc(n, sizeof(*q.room));
+	q.perm = calloc(n, sizeof(*q.perm));
+	q.map = calloc(a->world, sizeof(*q.map));
+	if (q.runs && q.by_leaf && q.fr && q.seq && q.used && q.at_end && q.room && q.perm &&
+	    q.map) {
+		/* Over all spines in turn, then within each spine. */
+		e->by_spine = false;
+		rc = resequence(e, &q);
+		e->by_spine = true;
+		rc = rc < 0 ? rc : rc | resequence(e, &q);
+	}
+	free(q.runs);
+	free(q.by_leaf);
+	free(q.fr);
+	free(q.seq);
+	free(q.used);
+	free(q.at_end);
+	free(q.room);
+	free(q.perm);
+	free(q.map);
+	return rc;
+}
+
 static long rounds(struct ends *e, uint64_t bound_ns)
 {
 	bool *taken = calloc(e->a->n_nodes + 1, sizeof(*taken));
@@ -275,6 +534,38 @@ static long rounds(struct ends *e, uint64_t bound_ns)
 	return trades;
 }
 
+/*
+ * Trades; then, if the step is still above the bound, the pipelines laid
+ * out again and trades from there, with what is left of the budget.
+ */
+static long all_rounds(struct ends *e, uint64_t bound_ns)
+{
+	struct pl_worst w;
+	long trades, more;
+	int moved;
+
+	e->links = phx_pl_links_open(e->a, e->rank_node);
+	if (!e->links)
+		return -1;
+	trades = rounds(e, bound_ns);
+	if (trades < 0)
+		return -1;
+	phx_pl_links_worst(e->links, &w);
+	if ((uint64_t)w.t <= bound_ns)
+		return trades;
+	phx_pl_links_close(e->links);
+	e->links = NULL;
+	moved = try_resequence(e);
+	if (moved <= 0)
+		return moved < 0 ? -1 : trades;
+	e->links = phx_pl_links_open(e->a, e->rank_node);
+	if (!e->links)
+		return -1;
+	memset(e->tried, 0, e->a->world * sizeof(*e->tried));
+	more = rounds(e, bound_ns);
+	return more < 0 ? -1 : trades + moved + more;
+}
+
 long phx_pl_ends(const struct pl_alloc *a, uint32_t *rank_node, uint64_t bound_ns)
 {
 	struct ends e = { .a = a, .rank_node = rank_node };
@@ -293,10 +584,7 @@ long phx_pl_ends(const struct pl_alloc *a, uint32_t *rank_node, uint64_t bound_n
 	e.leaf_gpus = phx_pl_unit_gpus(a, PHX_LEVEL_LEAF);
 	if (!e.cell || !e.first || !e.used || !e.order || !e.dirty || !e.tried || !e.leaf_gpus)
 		goto out;
-	e.links = phx_pl_links_open(a, rank_node);
-	if (!e.links)
-		goto out;
-	trades = rounds(&e, bound_ns);
+	trades = all_rounds(&e, bound_ns);
 out:
 	phx_pl_links_close(e.links);
 	free(e.cell);

@@ -131,5 +131,11 @@ int phx_pl_step_bound(const struct pl_alloc *a, uint64_t *ns);
  * pipeline); UINT64_MAX where the layout has fewer ranks.
  */
 int phx_pl_least_out(const struct pl_alloc *a, unsigned long lim, bool ring_pp, uint64_t *least);
+/*
+ * least[m * (lim + 1) + e], e <= m <= lim: the least KiB any m ranks send
+ * to the others when e of them are of the first or the last pipeline
+ * stage; UINT64_MAX where no m ranks hold e such. The layout has pp >= 2.
+ */
+int phx_pl_least_out_ends(const struct pl_alloc *a, unsigned long lim, uint64_t *least);
 
 #endif

@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "placement/placement_int.h"
 
@@ -85,11 +86,61 @@ uint64_t phx_pl_flow_kib(const struct pl_alloc *a, enum phx_dim d)
 	return d == PHX_DIM_EP ? kib / (size - 1) : d == PHX_DIM_PP ? kib / 2 : kib;
 }
 
+/* All-to-all groups up to this size are counted per unit; larger ones flow by flow. */
+#define A2A_COUNTED 64
+
+/*
+ * An all-to-all group: every member sends kib to every other, so each link
+ * carries kib times the members on its far side. Counting them per unit
+ * gives add_flow()'s sums with O(size) link updates, not O(size^2).
+ */
+static void add_all_to_all(struct pl_links *l, unsigned long r0, unsigned long stride,
+			   unsigned long size, uint64_t kib)
+{
+	const struct pl_alloc *a = l->a;
+	uint32_t unit[A2A_COUNTED][PL_SUB_LEVELS];
+
+	bool one_unit = true;
+
+	for (unsigned long i = 0; i < size; i++) {
+		memcpy(unit[i], a->unit[l->gpu[r0 + i * stride] / a->gpn], sizeof(unit[i]));
+		one_unit = one_unit && unit[i][PHX_LEVEL_NVLINK] == unit[0][PHX_LEVEL_NVLINK];
+	}
+	for (unsigned long i = 0; one_unit && i < size; i++) {
+		l->port[NVL_OUT][l->gpu[r0 + i * stride]] += kib * (size - 1);
+		l->port[NVL_IN][l->gpu[r0 + i * stride]] += kib * (size - 1);
+	}
+	for (unsigned long i = 0; !one_unit && i < size; i++) {
+		uint32_t g = l->gpu[r0 + i * stride];
+		uint64_t same[PL_SUB_LEVELS] = { 0 };
+
+		for (unsigned long j = 0; j < size; j++) {
+			for (unsigned lv = PHX_LEVEL_NVLINK; lv < PL_SUB_LEVELS; lv++)
+				same[lv] += unit[i][lv] == unit[j][lv];
+		}
+		/* Members in its NVLink unit over NVLink, the rest through its NIC. */
+		l->port[NVL_OUT][g] += kib * (same[PHX_LEVEL_NVLINK] - 1);
+		l->port[NVL_IN][g] += kib * (same[PHX_LEVEL_NVLINK] - 1);
+		l->nic[NIC_OUT][g / a->gpn] += kib * (size - same[PHX_LEVEL_NVLINK]);
+		l->nic[NIC_IN][g / a->gpn] += kib * (size - same[PHX_LEVEL_NVLINK]);
+		for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
+			uint64_t out = size - same[PHX_LEVEL_LEAF + v];
+
+			l->up[v][unit[i][PHX_LEVEL_LEAF + v]] += kib * out;
+			l->down[v][unit[i][PHX_LEVEL_LEAF + v]] += kib * out;
+		}
+	}
+}
+
 static void add_group(struct pl_links *l, enum phx_dim d, unsigned long r0, unsigned long stride,
 		      unsigned long size)
 {
 	uint64_t kib = phx_pl_flow_kib(l->a, d);
 
+	if (d == PHX_DIM_EP && size <= A2A_COUNTED) {
+		add_all_to_all(l, r0, stride, size, kib);
+		return;
+	}
 	for (unsigned long i = 0; i < size; i++) {
 		uint32_t src = l->gpu[r0 + i * stride];
 

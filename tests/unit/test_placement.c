@@ -913,6 +913,61 @@ static void test_slow_nodes_get_last_ranks(void **state)
 	free_scenario(&s);
 }
 
+/*
+ * NVL72 racks allocated in segments (Slurm's topology/block with
+ * --segment): leaves holding one segment, whose one cell (a tp x ep block,
+ * one stage of one replica) sends a hop per rank more if it is a middle
+ * stage, and leaves holding two. Fourteen single leaves and 32 cells of
+ * which 16 are end stages: the step reaches the link model's bound only if
+ * the single leaves all hold end stages and the double ones hold
+ * neighbouring stages. Node names mix the two kinds, and the spines split
+ * them unevenly, so no spine can keep its pipelines to itself.
+ */
+static void test_segments_take_pipeline_ends(void **state)
+{
+	/* Segments per leaf, 8 nodes each; the first 14 leaves under one spine. */
+	static const unsigned segments[] = { 1, 2, 2, 2, 2, 1, 1, 2, 1, 1, 1, 1,
+					     1, 1, 2, 2, 1, 2, 1, 2, 1, 1, 1 };
+	struct scenario s = { .gpn = 4 };
+	struct phx_plan *plan;
+	char conf[4096];
+	size_t off = 0;
+	unsigned node = 0;
+
+	for (size_t leaf = 0; leaf < sizeof(segments) / sizeof(segments[0]); leaf++) {
+		unsigned first = node;
+
+		for (unsigned b = 0; b < segments[leaf]; b++, node += 8)
+			off += (size_t)snprintf(conf + off, sizeof(conf) - off,
+						"BlockName=nvl%zu_%u Nodes=n[%03u-%03u]\n", leaf, b,
+						node, node + 7);
+		off += (size_t)snprintf(conf + off, sizeof(conf) - off,
+					"SwitchName=leaf%zu Nodes=n[%03u-%03u]\n", leaf, first,
+					node - 1);
+	}
+	snprintf(conf + off, sizeof(conf) - off,
+		 "SwitchName=spine0 Switches=leaf[0-13]\nSwitchName=spine1 Switches=leaf[14-22]\n");
+	s.fabric = fabric_from(conf);
+	s.fabric->bandwidth[PHX_LEVEL_NODE] = s.fabric->bandwidth[PHX_LEVEL_NVLINK] = 900000;
+	for (unsigned n = 0; n < node; n++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "n%03u", n);
+		add_node(&s, name);
+	}
+	phx_traffic_defaults(&s.traffic);
+	set_layout(&s, "tp=4,ep=8,pp=4,dp=*", node * s.gpn);
+	plan = place(&s);
+	check_map(&s, plan);
+	if (plan->cost.step_ns > plan->step_bound_ns + plan->step_bound_ns / 1000)
+		fail_msg("step %llu ns, bound %llu ns (%s)", (unsigned long long)plan->cost.step_ns,
+			 (unsigned long long)plan->step_bound_ns, plan->strategy);
+	assert_true(plan->cost.step_ns < plan->hostname.step_ns);
+	phx_plan_free(plan);
+	free_scenario(&s);
+	(void)state;
+}
+
 static void test_nvlink_domains(void **state)
 {
 	struct scenario s = { .gpn = 4 };
@@ -1171,50 +1226,118 @@ static uint64_t set_out(const struct pl_alloc *a, unsigned mask)
 	return out;
 }
 
-static void test_least_out_exhaustive(void **state)
+/*
+ * A layout of at most 16 ranks with random traffic, pp of 2 to 4 stages if
+ * with_pp; *inner counts its dimensions of 2 or more other than pp.
+ */
+static void small_layout(struct phx_layout *layout, struct pl_alloc *a, bool with_pp,
+			 unsigned *inner, char *spec, size_t spec_len)
 {
 	static const char *const dims[] = { "tp", "cp", "ep", "dp", "pp" };
+	unsigned long stages = with_pp ? 2 + rng() % 3 : 1, world = stages;
+	char why[256];
+	size_t off = 0;
 
-	for (int round = 0; round < 60; round++) {
-		struct phx_layout layout;
-		struct pl_alloc a = { .layout = &layout };
-		uint64_t least[17], exact[17];
-		unsigned long world = 1;
-		unsigned nontrivial = 0;
-		char spec[128], why[256];
-		size_t off = 0;
+	*inner = 0;
+	for (int d = 0; d < PHX_DIM_COUNT; d++) {
+		unsigned long size = d == PHX_DIM_PP && with_pp ? stages : 1 + rng() % 4;
 
-		for (int d = 0; d < PHX_DIM_COUNT; d++) {
-			unsigned long size = 1 + rng() % 4;
-
+		if (d != PHX_DIM_PP || !with_pp) {
 			if (world * size > 16 || rng() % 3 == 0)
 				size = 1;
 			world *= size;
-			nontrivial += size > 1;
-			off += (size_t)snprintf(spec + off, sizeof(spec) - off, "%s%s=%lu",
-						off ? "," : "", dims[d], size);
-			a.traffic[d] = rng() % 5000;
+			*inner += size > 1 && d != PHX_DIM_PP;
 		}
-		if (rng() % 2)
-			snprintf(spec + off, sizeof(spec) - off, ",order=pp-dp-ep-cp-tp");
-		assert_int_equal(phx_layout_parse(spec, &layout, why, sizeof(why)), 0);
-		assert_int_equal(phx_layout_resolve(&layout, world, why, sizeof(why)), 0);
-		a.world = world;
-		assert_int_equal(phx_pl_least_out(&a, world, false, least), 0);
-		for (unsigned long m = 0; m <= world; m++)
+		off += (size_t)snprintf(spec + off, spec_len - off, "%s%s=%lu", off ? "," : "",
+					dims[d], size);
+		a->traffic[d] = rng() % 5000;
+	}
+	if (rng() % 2)
+		snprintf(spec + off, spec_len - off, ",order=pp-dp-ep-cp-tp");
+	assert_int_equal(phx_layout_parse(spec, layout, why, sizeof(why)), 0);
+	assert_int_equal(phx_layout_resolve(layout, world, why, sizeof(why)), 0);
+	a->layout = layout;
+	a->world = world;
+}
+
+static void test_least_out_exhaustive(void **state)
+{
+	for (int round = 0; round < 60; round++) {
+		struct phx_layout layout;
+		struct pl_alloc a = { 0 };
+		uint64_t least[17], exact[17];
+		unsigned inner;
+		char spec[128];
+
+		small_layout(&layout, &a, false, &inner, spec, sizeof(spec));
+		assert_int_equal(phx_pl_least_out(&a, a.world, false, least), 0);
+		for (unsigned long m = 0; m <= a.world; m++)
 			exact[m] = UINT64_MAX;
-		for (unsigned mask = 0; mask < 1u << world; mask++) {
+		for (unsigned mask = 0; mask < 1u << a.world; mask++) {
 			unsigned m = (unsigned)__builtin_popcount(mask);
 			uint64_t out = set_out(&a, mask);
 
 			exact[m] = out < exact[m] ? out : exact[m];
 		}
-		for (unsigned long m = 0; m <= world; m++) {
-			if (least[m] > exact[m] || (nontrivial <= 2 && least[m] != exact[m]))
+		for (unsigned long m = 0; m <= a.world; m++) {
+			if (least[m] > exact[m] ||
+			    (inner + (layout.size[PHX_DIM_PP] > 1) <= 2 && least[m] != exact[m]))
 				fail_msg(
 					"%s: %lu ranks send at least %llu KiB, the bound says %llu",
 					spec, m, (unsigned long long)exact[m],
 					(unsigned long long)least[m]);
+		}
+	}
+	(void)state;
+}
+
+/*
+ * The least m ranks send when e of them are of the first or last stage,
+ * against every set of ranks of small pipelined layouts: no set sends less;
+ * with one other dimension or none, where each stage's best set can grow
+ * into the next one's, the bound is the least exactly. A node holding one
+ * middle stage of one replica is what makes this bound tighter than
+ * sharing pipeline ends out: it sends two hops per rank, never one and a half.
+ */
+static void test_least_out_ends_exhaustive(void **state)
+{
+	for (int round = 0; round < 80; round++) {
+		struct phx_layout layout;
+		struct pl_alloc a = { 0 };
+		uint64_t least[17 * 17], exact[17 * 17];
+		unsigned long stride, stages;
+		unsigned inner;
+		char spec[128];
+
+		small_layout(&layout, &a, true, &inner, spec, sizeof(spec));
+		stride = phx_layout_stride(&layout, PHX_DIM_PP);
+		stages = layout.size[PHX_DIM_PP];
+		assert_int_equal(phx_pl_least_out_ends(&a, a.world, least), 0);
+		for (size_t i = 0; i < 17 * 17; i++)
+			exact[i] = UINT64_MAX;
+		for (unsigned mask = 0; mask < 1u << a.world; mask++) {
+			unsigned m = (unsigned)__builtin_popcount(mask), e = 0;
+			uint64_t out = set_out(&a, mask);
+
+			for (unsigned long r = 0; r < a.world; r++) {
+				unsigned long st = r / stride % stages;
+
+				e += (mask >> r & 1) && (st == 0 || st + 1 == stages);
+			}
+			if (out < exact[m * (a.world + 1) + e])
+				exact[m * (a.world + 1) + e] = out;
+		}
+		for (unsigned long m = 0; m <= a.world; m++) {
+			for (unsigned long e = 0; e <= m; e++) {
+				uint64_t want = exact[m * (a.world + 1) + e];
+				uint64_t got = least[m * (a.world + 1) + e];
+
+				if (got > want || (inner <= 1 && got != want))
+					fail_msg("%s: %lu ranks, %lu at pipeline ends, send at "
+						 "least %llu KiB; the bound says %llu",
+						 spec, m, e, (unsigned long long)want,
+						 (unsigned long long)got);
+			}
 		}
 	}
 	(void)state;
@@ -1320,12 +1443,14 @@ int main(void)
 		cmocka_unit_test(test_slow_nodes_left_out),
 		cmocka_unit_test(test_slow_nodes_get_last_ranks),
 		cmocka_unit_test(test_nvlink_domains),
+		cmocka_unit_test(test_segments_take_pipeline_ends),
 		cmocka_unit_test(test_stages_in_order),
 		cmocka_unit_test(test_no_fabric),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_traffic),
 		cmocka_unit_test(test_link_model),
 		cmocka_unit_test(test_least_out_exhaustive),
+		cmocka_unit_test(test_least_out_ends_exhaustive),
 		cmocka_unit_test(test_link_trades),
 	};
 
