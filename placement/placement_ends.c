@@ -60,12 +60,17 @@ static uint64_t cell_of(const struct pl_alloc *a, unsigned long r)
 	return r;
 }
 
+/* The pipeline stage of a cell (or of any rank). */
+static unsigned long stage_of(const struct pl_alloc *a, uint64_t cell)
+{
+	return cell / phx_layout_stride(a->layout, PHX_DIM_PP) % a->layout->size[PHX_DIM_PP];
+}
+
 static bool end_stage(const struct pl_alloc *a, uint64_t cell)
 {
-	unsigned long stages = a->layout->size[PHX_DIM_PP];
-	unsigned long stage = cell / phx_layout_stride(a->layout, PHX_DIM_PP) % stages;
+	unsigned long stage = stage_of(a, cell);
 
-	return stage == 0 || stage + 1 == stages;
+	return stage == 0 || stage + 1 == a->layout->size[PHX_DIM_PP];
 }
 
 static int by_cell(const void *x, const void *y, void *ctx)
@@ -159,8 +164,7 @@ static bool fits(const struct ends *e, const struct pl_worst *w, size_t x, size_
 static bool near_neighbour(const struct ends *e, uint64_t c, uint32_t n)
 {
 	const struct pl_alloc *a = e->a;
-	unsigned long st = phx_layout_stride(a->layout, PHX_DIM_PP);
-	unsigned long stage = c / st % a->layout->size[PHX_DIM_PP];
+	unsigned long st = phx_layout_stride(a->layout, PHX_DIM_PP), stage = stage_of(a, c);
 	uint32_t leaf = a->unit[n][PHX_LEVEL_LEAF];
 
 	return (stage > 0 && a->unit[e->rank_node[c - st]][PHX_LEVEL_LEAF] == leaf) ||
@@ -331,11 +335,10 @@ static int run_by_leaf(const void *x, const void *y, void *ctx)
 	return i < j ? -1 : i > j;
 }
 
+/* The cell of the same replica's first stage. */
 static uint64_t replica_of(const struct pl_alloc *a, uint64_t cell)
 {
-	unsigned long st = phx_layout_stride(a->layout, PHX_DIM_PP);
-
-	return cell - cell / st % a->layout->size[PHX_DIM_PP] * st;
+	return cell - stage_of(a, cell) * phx_layout_stride(a->layout, PHX_DIM_PP);
 }
 
 /* Cells by replica, then stage (by spine first with by_spine): whole pipelines in turn. */
@@ -403,16 +406,13 @@ static size_t collect_frags(const struct ends *e, struct reseq *q, size_t n_runs
 /* at_end[] and room[] of the cells in runs[] (sorted by pipeline). */
 static void mark_ends(const struct ends *e, struct reseq *q, size_t n_runs)
 {
-	const struct pl_alloc *a = e->a;
-	unsigned long st = phx_layout_stride(a->layout, PHX_DIM_PP);
-	unsigned long stages = a->layout->size[PHX_DIM_PP];
+	unsigned long st = phx_layout_stride(e->a->layout, PHX_DIM_PP);
 
 	for (size_t j = n_runs; j-- > 0;) {
 		uint64_t c = e->cell[e->order[q->runs[j]]];
-		unsigned long stage = c / st % stages;
 		bool next = j + 1 < n_runs && e->cell[e->order[q->runs[j + 1]]] == c + st;
 
-		q->at_end[j] = stage == 0 || stage + 1 == stages;
+		q->at_end[j] = end_stage(e->a, c);
 		q->room[j] =
 			q->at_end[j] ? 0 : 1 + (next && !q->at_end[j + 1] ? q->room[j + 1] : 0);
 	}
@@ -424,13 +424,14 @@ static void mark_ends(const struct ends *e, struct reseq *q, size_t n_runs)
  * trades one at a time cannot get there, since each step of the way leaves
  * some leaf as busy as before. Leaves are taken spine by spine; with
  * by_spine each spine keeps its cells, so what crosses spines stays as it
- * was. Kept if the step gets shorter: 1, else 0; -1: memory.
+ * was. Kept if the step gets shorter than *was (the map's busiest link,
+ * then the new one's): 1, else 0; -1: memory.
  */
-static int resequence(struct ends *e, struct reseq *q)
+static int resequence(struct ends *e, struct reseq *q, struct pl_worst *was)
 {
 	const struct pl_alloc *a = e->a;
 	size_t n_runs, n_frags, len, slot = 0;
-	struct pl_worst was, now;
+	struct pl_worst now;
 
 	classify(e);
 	n_runs = collect_runs(e, q->runs);
@@ -462,15 +463,16 @@ static int resequence(struct ends *e, struct reseq *q)
 	}
 	for (unsigned long r = 0; r < a->world; r++)
 		q->map[r] = q->perm[e->rank_node[r]];
-	if (phx_pl_links(a, e->rank_node, &was) < 0 || phx_pl_links(a, q->map, &now) < 0)
+	if (phx_pl_links(a, q->map, &now) < 0)
 		return -1;
-	if (now.t >= was.t)
+	if (now.t >= was->t)
 		return 0;
+	*was = now;
 	memcpy(e->rank_node, q->map, a->world * sizeof(*q->map));
 	return 1;
 }
 
-static int try_resequence(struct ends *e)
+static int try_resequence(struct ends *e, struct pl_worst *w)
 {
 	const struct pl_alloc *a = e->a;
 	struct reseq q = { 0 };
@@ -490,9 +492,9 @@ static int try_resequence(struct ends *e)
 	    q.map) {
 		/* Over all spines in turn, then within each spine. */
 		e->by_spine = false;
-		rc = resequence(e, &q);
+		rc = resequence(e, &q, w);
 		e->by_spine = true;
-		rc = rc < 0 ? rc : rc | resequence(e, &q);
+		rc = rc < 0 ? rc : rc | resequence(e, &q, w);
 	}
 	free(q.runs);
 	free(q.by_leaf);
@@ -555,7 +557,7 @@ static long all_rounds(struct ends *e, uint64_t bound_ns)
 		return trades;
 	phx_pl_links_close(e->links);
 	e->links = NULL;
-	moved = try_resequence(e);
+	moved = try_resequence(e, &w);
 	if (moved <= 0)
 		return moved < 0 ? -1 : trades;
 	e->links = phx_pl_links_open(e->a, e->rank_node);

@@ -470,18 +470,17 @@ static double least_time(const struct unit_out *u, size_t n, double ends)
 	return hi;
 }
 
-/* The largest time over the units of one level, their links at weight. */
+/* The largest time over the units of one level (gpus[] each), their links at weight. */
 static int level_bound(const struct pl_alloc *a, unsigned level, uint64_t weight,
-		       const struct tables *tb, double *worst)
+		       const struct tables *tb, const unsigned long *gpus, double *worst)
 {
-	unsigned long *gpus = phx_pl_unit_gpus(a, level);
 	struct unit_out *u = calloc(a->n_units[level] + 1, sizeof(*u));
 	unsigned long pp = a->layout->size[PHX_DIM_PP];
 	double ends, t, by_stage = 0;
 	size_t n = 0;
 	int rc = -1;
 
-	if (!gpus || !u)
+	if (!u)
 		goto out;
 	for (uint32_t k = 0; k < a->n_units[level]; k++) {
 		uint64_t alone = unit_least(a, tb->alone, tb->lim, gpus[k]);
@@ -501,28 +500,24 @@ static int level_bound(const struct pl_alloc *a, unsigned level, uint64_t weight
 	*worst = t > *worst ? t : *worst;
 	rc = 0;
 out:
-	free(gpus);
 	free(u);
 	return rc;
 }
 
 /* The most ranks any unit of up to lim ranks may hold: how far the ends table must go. */
-static int ends_reach(const struct pl_alloc *a, unsigned long lim, unsigned long *reach)
+static unsigned long ends_reach(const struct pl_alloc *a, unsigned long lim,
+				unsigned long *const gpus[PL_SUB_LEVELS])
 {
-	*reach = 0;
-	for (unsigned level = PHX_LEVEL_NVLINK; level < PL_SUB_LEVELS; level++) {
-		unsigned long *gpus = phx_pl_unit_gpus(a, level), lo, hi;
+	unsigned long reach = 0, lo, hi;
 
-		if (!gpus)
-			return -1;
+	for (unsigned level = PHX_LEVEL_NVLINK; level < PL_SUB_LEVELS; level++) {
 		for (uint32_t k = 0; k < a->n_units[level]; k++) {
-			unit_span(a, gpus[k], &lo, &hi);
-			if (hi <= lim && hi > *reach)
-				*reach = hi;
+			unit_span(a, gpus[level][k], &lo, &hi);
+			if (hi <= lim && hi > reach)
+				reach = hi;
 		}
-		free(gpus);
 	}
-	return 0;
+	return reach;
 }
 
 int phx_pl_step_bound(const struct pl_alloc *a, uint64_t *ns)
@@ -531,6 +526,7 @@ int phx_pl_step_bound(const struct pl_alloc *a, uint64_t *ns)
 	uint64_t *alone = malloc((lim + 1) * sizeof(uint64_t));
 	uint64_t *ring = malloc((lim + 1) * sizeof(uint64_t));
 	uint64_t *ends = NULL;
+	unsigned long *gpus[PL_SUB_LEVELS] = { NULL };
 	struct tables tb = { lim, alone, ring, NULL, 0 };
 	double worst = 0;
 	int rc = -1;
@@ -538,9 +534,13 @@ int phx_pl_step_bound(const struct pl_alloc *a, uint64_t *ns)
 	if (!alone || !ring || phx_pl_least_out(a, lim, false, alone) < 0 ||
 	    phx_pl_least_out(a, lim, true, ring) < 0)
 		goto out;
-	if (a->layout->size[PHX_DIM_PP] > 1) {
-		if (ends_reach(a, lim, &tb.ends_lim) < 0)
+	for (unsigned level = PHX_LEVEL_NVLINK; level < PL_SUB_LEVELS; level++) {
+		gpus[level] = phx_pl_unit_gpus(a, level);
+		if (!gpus[level])
 			goto out;
+	}
+	if (a->layout->size[PHX_DIM_PP] > 1) {
+		tb.ends_lim = ends_reach(a, lim, gpus);
 		ends = malloc((tb.ends_lim + 1) * (tb.ends_lim + 1) * sizeof(*ends));
 		if (!ends || phx_pl_least_out_ends(a, tb.ends_lim, ends) < 0)
 			goto out;
@@ -548,12 +548,14 @@ int phx_pl_step_bound(const struct pl_alloc *a, uint64_t *ns)
 	}
 	/* Out of an NVLink unit through its NICs, of a leaf or spine through its uplink. */
 	for (unsigned level = PHX_LEVEL_NVLINK; level < PL_SUB_LEVELS; level++) {
-		if (level_bound(a, level, a->weight[level + 1], &tb, &worst) < 0)
+		if (level_bound(a, level, a->weight[level + 1], &tb, gpus[level], &worst) < 0)
 			goto out;
 	}
 	*ns = (uint64_t)(worst / 1024); /* KiB x ns per MiB */
 	rc = 0;
 out:
+	for (unsigned level = 0; level < PL_SUB_LEVELS; level++)
+		free(gpus[level]);
 	free(alone);
 	free(ring);
 	free(ends);

@@ -99,7 +99,6 @@ static void add_all_to_all(struct pl_links *l, unsigned long r0, unsigned long s
 {
 	const struct pl_alloc *a = l->a;
 	uint32_t unit[A2A_COUNTED][PL_SUB_LEVELS];
-
 	bool one_unit = true;
 
 	for (unsigned long i = 0; i < size; i++) {
