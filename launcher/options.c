@@ -346,6 +346,7 @@ static int finish_roles(struct phx_launch_opts *o, char *err, size_t errlen)
 		memset(&o->roles[0], 0, sizeof(o->roles[0]));
 		snprintf(o->roles[0].name, sizeof(o->roles[0].name), "default");
 		o->roles[0].max_restarts = -1;
+		o->roles[0].max_relaunches = -1;
 		o->nroles = 1;
 	}
 	for (size_t i = 0; i < o->nroles; i++) {

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Roles of an MPMD job: "NAME[:FIELD]...", each FIELD one of nodes=N,
- * nproc=N, restart=group|self, max-restarts=N, layout=SPEC (or the layout
- * bare, "tp=8,pp=2") and, last because a command may hold any character,
- * cmd=COMMAND. Pure, so every rule is unit tested and fuzzed.
+ * Roles of an MPMD job: "NAME[:FIELD]...", each FIELD one of nodes=N (or
+ * nodes=MIN-MAX, an elastic pool), nproc=N, restart=group|self,
+ * max-restarts=N, spares=N, max-relaunches=N, fatal=yes|no, layout=SPEC (or
+ * the layout bare, "tp=8,pp=2") and, last because a command may hold any
+ * character, cmd=COMMAND. Pure, so every rule is unit tested and fuzzed.
  */
 #include "config.h"
 
@@ -93,7 +94,46 @@ static bool is_layout_key(const char *k, size_t len)
 	return phx_dim_parse(k, len) >= 0 || (len == 5 && !memcmp(k, "order", 5));
 }
 
-enum { SEEN_NODES = 1, SEEN_NPROC = 2, SEEN_RESTART = 4, SEEN_MAX = 8 };
+enum {
+	SEEN_NODES = 1,
+	SEEN_NPROC = 2,
+	SEEN_RESTART = 4,
+	SEEN_MAX = 8,
+	SEEN_SPARES = 16,
+	SEEN_RELAUNCHES = 32,
+	SEEN_FATAL = 64,
+};
+
+/* nodes=N or nodes=MIN-MAX. */
+static int field_nodes(struct phx_role *r, const char *v, size_t len, char *err, size_t errlen)
+{
+	const char *dash = memchr(v, '-', len);
+	size_t lo_len = dash ? (size_t)(dash - v) : len;
+	unsigned long lo, hi = 0;
+	char e[256];
+
+	/* N, or no range at all: the message quotes all of it. */
+	if (!dash || !lo_len || lo_len + 1 == len) {
+		if (field_uint(r, "nodes", v, len, 1, 1u << 20, &lo, err, errlen) < 0)
+			return -1;
+		r->nodes = (unsigned)lo;
+		return 0;
+	}
+	if (field_uint(r, "nodes", v, lo_len, 1, 1u << 20, &lo, e, sizeof(e)) < 0 ||
+	    field_uint(r, "nodes", dash + 1, len - lo_len - 1, 1, 1u << 20, &hi, e, sizeof(e)) < 0)
+		return phx_errf(err, errlen,
+				"--role %s: nodes='%.*s' is not N or MIN-MAX in whole numbers of "
+				"1..%u",
+				r->name, (int)len, v, 1u << 20);
+	if (hi < lo)
+		return phx_errf(err, errlen,
+				"--role %s: nodes=%lu-%lu: an elastic pool's least comes first, "
+				"e.g. nodes=%lu-%lu",
+				r->name, lo, hi, hi, lo);
+	r->nodes = (unsigned)lo;
+	r->nodes_max = (unsigned)hi;
+	return 0;
+}
 
 static int once(const struct phx_role *r, unsigned *seen, unsigned bit, const char *key, char *err,
 		size_t errlen)
@@ -117,9 +157,36 @@ static int parse_field(struct phx_role *r, const char *f, size_t len, unsigned *
 		goto unknown;
 	if (KEY("nodes")) {
 		if (once(r, seen, SEEN_NODES, "nodes", err, errlen) ||
-		    field_uint(r, "nodes", v, vlen, 1, 1u << 20, &x, err, errlen))
+		    field_nodes(r, v, vlen, err, errlen))
 			return -1;
-		r->nodes = (unsigned)x;
+		return 0;
+	}
+	if (KEY("spares")) {
+		if (once(r, seen, SEEN_SPARES, "spares", err, errlen) ||
+		    field_uint(r, "spares", v, vlen, 0, 1u << 20, &x, err, errlen))
+			return -1;
+		r->spares = (unsigned)x;
+		return 0;
+	}
+	if (KEY("max-relaunches")) {
+		if (once(r, seen, SEEN_RELAUNCHES, "max-relaunches", err, errlen) ||
+		    field_uint(r, "max-relaunches", v, vlen, 0, 1000000, &x, err, errlen))
+			return -1;
+		r->max_relaunches = (int)x;
+		return 0;
+	}
+	if (KEY("fatal")) {
+		if (once(r, seen, SEEN_FATAL, "fatal", err, errlen))
+			return -1;
+		if (vlen == 3 && !memcmp(v, "yes", 3))
+			r->fatal = PHX_FATAL_YES;
+		else if (vlen == 2 && !memcmp(v, "no", 2))
+			r->fatal = PHX_FATAL_NO;
+		else
+			return phx_errf(err, errlen,
+					"--role %s: fatal='%.*s': use yes (the role's failure ends "
+					"the job) or no (the job goes on without it)",
+					r->name, (int)vlen, v);
 		return 0;
 	}
 	if (KEY("nproc")) {
@@ -157,9 +224,9 @@ static int parse_field(struct phx_role *r, const char *f, size_t len, unsigned *
 #undef KEY
 unknown:
 	return phx_errf(err, errlen,
-			"--role %s: unknown field '%.*s'; use nodes=N, nproc=N, "
-			"restart=group|self, max-restarts=N, a layout (tp=8,pp=2) or cmd=COMMAND "
-			"(last)",
+			"--role %s: unknown field '%.*s'; use nodes=N or nodes=MIN-MAX, nproc=N, "
+			"restart=group|self, max-restarts=N, spares=N, max-relaunches=N, "
+			"fatal=yes|no, a layout (tp=8,pp=2) or cmd=COMMAND (last)",
 			r->name, (int)len, f);
 }
 
@@ -170,6 +237,7 @@ int phx_role_parse(const char *spec, struct phx_role *r, char *err, size_t errle
 
 	memset(r, 0, sizeof(*r));
 	r->max_restarts = -1;
+	r->max_relaunches = -1;
 	if (parse_name(spec, p ? (size_t)(p - spec) : strlen(spec), r, err, errlen) < 0)
 		return -1;
 	while (p) {

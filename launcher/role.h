@@ -12,6 +12,13 @@
 #define PHX_ROLE_NAME_MAX 32
 #define PHX_ROLE_LAYOUT_MAX 128
 
+/* Whether a role's failure ends the job (fatal=yes|no). */
+enum phx_role_fatal {
+	PHX_FATAL_DEFAULT = 0, /* the first role's does, the others' do not */
+	PHX_FATAL_YES,
+	PHX_FATAL_NO,
+};
+
 enum phx_restart_policy {
 	PHX_RESTART_GROUP = 0, /* the role's workers restart together */
 	PHX_RESTART_SELF, /* only the failed worker restarts */
@@ -25,7 +32,11 @@ enum phx_restart_policy {
 struct phx_role {
 	char name[PHX_ROLE_NAME_MAX];
 	char layout[PHX_ROLE_LAYOUT_MAX]; /* "": --layout, else dp=* */
-	unsigned nodes; /* 0: the nodes the other roles leave */
+	unsigned nodes; /* 0: the nodes the other roles leave; the least with nodes_max */
+	unsigned nodes_max; /* nodes=MIN-MAX, an elastic pool: the most; 0: fixed at nodes */
+	unsigned spares; /* nodes held for this role alone */
+	int max_relaunches; /* -1: the job's --max-relaunches */
+	enum phx_role_fatal fatal;
 	unsigned nproc; /* 0: --nproc-per-node */
 	enum phx_restart_policy restart;
 	int max_restarts; /* -1: --max-restarts */

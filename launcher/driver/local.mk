@@ -5,4 +5,5 @@ launcher_driver_libphxdriver_la_SOURCES = launcher/driver/driver.h \
 	launcher/driver/driver_trust.c launcher/driver/driver_preflight.c \
 	launcher/driver/driver_preflight.h \
 	launcher/driver/driver_ckptd.c launcher/driver/driver_ckptd.h \
-	launcher/driver/driver_lost.c launcher/driver/driver_lost.h
+	launcher/driver/driver_lost.c launcher/driver/driver_lost.h \
+	launcher/driver/driver_roles.c launcher/driver/driver_roles.h

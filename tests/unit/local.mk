@@ -49,6 +49,7 @@ UNIT_TESTS = \
 	tests/unit/test_ckpt_partner_server \
 	tests/unit/test_ckptd_journal \
 	tests/unit/test_launch_driver \
+	tests/unit/test_driver_roles \
 	tests/unit/test_launch_roles \
 	tests/unit/test_recovery_policy \
 	tests/unit/test_requeue \
@@ -143,6 +144,8 @@ tests_unit_test_ckptd_journal_SOURCES = tests/unit/test_ckptd_journal.c tests/un
 tests_unit_test_ckptd_journal_LDADD = $(PHX_CKPTD_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_launch_driver_SOURCES = tests/unit/test_launch_driver.c
 tests_unit_test_launch_driver_LDADD = launcher/driver/libphxdriver.la $(PHX_LAUNCH_LIBS) $(PHX_UNIT_LDADD)
+tests_unit_test_driver_roles_SOURCES = tests/unit/test_driver_roles.c
+tests_unit_test_driver_roles_LDADD = launcher/driver/libphxdriver.la $(PHX_LAUNCH_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_launch_roles_SOURCES = tests/unit/test_launch_roles.c
 tests_unit_test_launch_roles_LDADD = $(PHX_LAUNCH_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_recovery_policy_SOURCES = tests/unit/test_recovery_policy.c
