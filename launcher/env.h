@@ -46,6 +46,15 @@ struct phx_worker_ctx {
 	const struct phx_role_env *role; /* map is this role's */
 };
 
+/*
+ * A role in a step of its own (driver mode): the job's and the role's epoch
+ * when its workers started, and the file the agent keeps at the latest
+ * cross-role rendezvous document (phalanx-launch(1), ROLES IN STEPS).
+ */
+#define PHX_EPOCH_ENV "PHALANX_EPOCH"
+#define PHX_ROLE_EPOCH_ENV "PHALANX_ROLE_EPOCH"
+#define PHX_RENDEZVOUS_FILE_ENV "PHALANX_RENDEZVOUS_FILE"
+
 /* The error file of a rank in an epoch, into buf. */
 void phx_worker_error_file(const struct phx_worker_ctx *c, unsigned long rank, char *buf,
 			   size_t len);

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include "launcher/launch.h"
 #include "launcher/options.h"
 #include "launcher/role.h"
+#include "launcher/xrdv.h"
 #include "launcher/agent/agent.h"
 #include "launcher/agent/agent_ckpt.h"
 #include "launcher/agent/agent_ckptd.h"
@@ -34,6 +36,7 @@
 #include "launcher/agent/agent_wake.h"
 #include "launcher/agent/agent_workers.h"
 #include "launcher/agent/agent_xid.h"
+#include "launcher/agent/agent_xrdv.h"
 #include "launcher/driver/driver.h"
 
 /* The site's file (or the documented defaults), then the user's own over it. */
@@ -147,6 +150,32 @@ static int make_run_dir(struct phx_agent *a)
 		return -1;
 	}
 	a->run_dir_owned = true;
+	return 0;
+}
+
+/*
+ * A role in a step of its own keeps a copy of the driver's cross-role
+ * rendezvous document in the run directory, for its workers. The key
+ * stays with the agent.
+ */
+static int start_rendezvous(struct phx_agent *a)
+{
+	const char *env = getenv(PHX_XRDV_ENV);
+	char file[PATH_MAX];
+
+	if (!a->o->step_role || !env)
+		return 0;
+	if (snprintf(file, sizeof(file), "%s/rendezvous.json", a->run_dir) >= (int)sizeof(file))
+		return PHX_EXIT_SETUP;
+	a->xrdv = phx_agent_xrdv_start(env, file);
+	unsetenv(PHX_XRDV_ENV);
+	if (!a->xrdv)
+		return PHX_EXIT_SETUP;
+	setenv(PHX_RENDEZVOUS_FILE_ENV, file, 1);
+	if (phx_agent_xrdv_wait_first(a->xrdv, 30000) < 0)
+		phx_warn("role %s on %s: no rendezvous document from the driver after 30 s; the "
+			 "workers start without %s until it comes",
+			 a->o->step_role, a->node, file);
 	return 0;
 }
 
@@ -277,6 +306,9 @@ static int prepare(struct phx_agent *a)
 	a->w = calloc(a->nproc, sizeof(*a->w));
 	if (!a->w || make_heartbeat(a) < 0 || make_run_dir(a) < 0)
 		return PHX_EXIT_SETUP;
+	rc = start_rendezvous(a);
+	if (rc)
+		return rc;
 	for (unsigned i = 0; i < a->nproc; i++)
 		a->w[i].out_fd = a->w[i].err_fd = a->w[i].log_fd = -1;
 	rc = phx_agent_ckpt_setup(a);
@@ -320,6 +352,7 @@ static int prepare(struct phx_agent *a)
 
 static void cleanup(struct phx_agent *a)
 {
+	phx_agent_xrdv_stop(a->xrdv);
 	phx_agent_wake_close(a);
 	phx_agent_xid_close(a);
 	phx_agent_ckptd_fini(a);

@@ -9,6 +9,7 @@ launcher_libphxlaunch_la_SOURCES = launcher/launch.h \
 	launcher/role.c launcher/role.h launcher/restart.c launcher/restart.h \
 	launcher/straggler.c launcher/straggler.h launcher/env.c launcher/env.h \
 	launcher/output.c launcher/output.h launcher/result.c launcher/result.h \
+	launcher/xrdv.c launcher/xrdv.h \
 	launcher/liveness.c launcher/liveness.h launcher/standin.c launcher/standin.h
 
 bin_PROGRAMS += launcher/phalanx-launch

@@ -40,6 +40,7 @@ enum {
 	OPT_KEEP,
 	OPT_LOG_TIME,
 	OPT_STARTUP_TIMES,
+	OPT_STEP_ROLE,
 	OPT_HELP,
 	OPT_VERSION,
 };
@@ -70,6 +71,7 @@ static const struct option agent_opts[] = {
 	{ "keep", required_argument, NULL, OPT_KEEP },
 	{ "log-time", no_argument, NULL, OPT_LOG_TIME },
 	{ "startup-times", no_argument, NULL, OPT_STARTUP_TIMES },
+	{ "step-role", required_argument, NULL, OPT_STEP_ROLE },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "version", no_argument, NULL, OPT_VERSION },
 };
@@ -105,9 +107,12 @@ void phx_launch_usage(FILE *out)
 		"  --log-dir DIR           per-rank log files and error files\n"
 		"  --run-id ID             TORCHELASTIC_RUN_ID (default JOBID.STEPID)\n"
 		"  --config FILE           phalanx.yaml (default %s)\n"
-		"  --role NAME[:FIELD]...  a role of an MPMD job (repeatable); fields: nodes=N,\n"
-		"                          nproc=N, restart=group|self, max-restarts=N,\n"
-		"                          a layout (tp=8,pp=2), cmd=COMMAND (last)\n"
+		"  --role NAME[:FIELD]...  a role of an MPMD job (repeatable); fields: nodes=N\n"
+		"                          or nodes=MIN-MAX (an elastic pool), nproc=N,\n"
+		"                          restart=group|self, max-restarts=N, spares=N,\n"
+		"                          max-relaunches=N, fatal=yes|no, a layout (tp=8,pp=2),\n"
+		"                          cmd=COMMAND (last); in a batch script each role runs\n"
+		"                          in a step of its own\n"
 		"  --preempt-signal SIG    asks the workers to save and stop (default USR1; none)\n"
 		"  --preempt-grace SECONDS after it, until the workers are stopped (default 60)\n"
 		"  --straggler-threshold P a rank P%% slower than its role's median step time\n"
@@ -121,7 +126,9 @@ void phx_launch_usage(FILE *out)
 		"  --slow-nodes HOSTLIST   nodes placement keeps off the critical path (the "
 		"driver's preflight)\n"
 		"  --stand-ins LOST=SPARE,...  each SPARE takes LOST's ranks (the driver's "
-		"relaunch)\n",
+		"relaunch)\n"
+		"  --step-role NAME        this step runs role NAME alone (the driver's role "
+		"steps)\n",
 		PHX_CONF_DEFAULT_PATH);
 	phx_driver_usage(out);
 	fprintf(out, "\nSECONDS and S take Slurm's time forms too: 90, 10:00, 1:30:00, "
@@ -312,6 +319,9 @@ static int parse_one(int c, const char *arg, struct phx_launch_opts *o, char *er
 	case OPT_STARTUP_TIMES:
 		o->startup_times = true;
 		return 0;
+	case OPT_STEP_ROLE:
+		o->step_role = arg;
+		return 0;
 	case OPT_LOG_TIME:
 		o->log_time = 1;
 		return 0;
@@ -349,6 +359,9 @@ static int finish_roles(struct phx_launch_opts *o, char *err, size_t errlen)
 		o->roles[0].max_relaunches = -1;
 		o->nroles = 1;
 	}
+	/* The driver's step of one role: that role on every node of the step. */
+	if (o->step_role && phx_roles_keep(o->roles, &o->nroles, o->step_role, err, errlen) < 0)
+		return -1;
 	for (size_t i = 0; i < o->nroles; i++) {
 		open += !o->roles[i].nodes;
 		if (!o->roles[i].cmd && o->argc < 1)

@@ -93,6 +93,7 @@ struct phx_launch_opts {
 	int straggler_min_steps; /* -1: launcher.straggler_min_steps */
 	const char *slow_nodes; /* host list placement keeps off the critical path; NULL */
 	const char *stand_ins; /* LOST=SPARE,...: spares placed as the nodes they replace; NULL */
+	const char *step_role; /* --step-role: this step runs that role alone (the driver's) */
 	/* The job's checkpoint settings over the site's; NULL: phalanx.yaml's. */
 	const char *ckpt_dir, *save_interval, *keep;
 	int log_time; /* -1: launcher.log_time */

@@ -268,6 +268,31 @@ void phx_role_free(struct phx_role *r)
 	r->cmd = NULL;
 }
 
+int phx_roles_keep(struct phx_role *roles, size_t *n, const char *name, char *err, size_t errlen)
+{
+	size_t k = *n;
+
+	for (size_t i = 0; i < *n; i++) {
+		if (!strcmp(roles[i].name, name))
+			k = i;
+	}
+	if (k == *n)
+		return phx_errf(err, errlen,
+				"--step-role %s: no --role of that name; the driver gives each "
+				"role's step its own name",
+				name);
+	for (size_t i = 0; i < *n; i++) {
+		if (i != k)
+			phx_role_free(&roles[i]);
+	}
+	roles[0] = roles[k];
+	roles[0].nodes = 0;
+	roles[0].nodes_max = 0;
+	roles[0].spares = 0;
+	*n = 1;
+	return 0;
+}
+
 int phx_roles_assign(struct phx_role *roles, size_t n, unsigned nagents, char *err, size_t errlen)
 {
 	unsigned long given = 0, rest = 0;

@@ -50,6 +50,11 @@ int phx_role_parse(const char *spec, struct phx_role *r, char *err, size_t errle
 void phx_role_free(struct phx_role *r);
 /* Gives each role its nodes among nagents agents (nodes=0: the rest). 0 or -1. */
 int phx_roles_assign(struct phx_role *roles, size_t n, unsigned nagents, char *err, size_t errlen);
+/*
+ * Keeps only role `name`, on every node (the driver runs each role in a
+ * step of its own); the others are freed. 0, or -1 when there is none.
+ */
+int phx_roles_keep(struct phx_role *roles, size_t *n, const char *name, char *err, size_t errlen);
 /* The role an agent runs, after phx_roles_assign(). */
 unsigned phx_role_of_agent(const struct phx_role *roles, size_t n, unsigned agent);
 const char *phx_restart_policy_name(enum phx_restart_policy p);

@@ -29,7 +29,7 @@ EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/gpu/set_de
 	tests/bench/recovery tests/bench/launch tests/bench/launch_worker tests/bench/scale \
 	tests/bench/launch_worker.py tests/bench/recovery_worker.py tests/bench/ckpt_dcp.py tests/bench/dcp_reshard.py \
 	tests/cluster/lab tests/cluster/run tests/cluster/lib.bash tests/cluster/driver_jobs.bash \
-	tests/cluster/launch_probe.py tests/cluster/cuda_device.py tests/cluster/record_failure.py \
+	tests/cluster/launch_probe.py tests/cluster/rl_job.py tests/cluster/cuda_device.py tests/cluster/record_failure.py \
 	tests/cluster/10-jobs.bats \
 	tests/cluster/20-pmix.bats \
 	tests/cluster/30-gres.bats \
@@ -41,7 +41,7 @@ EXTRA_DIST += tests/quickstart tests/demo .ci/run tests/gpu/run tests/gpu/set_de
 	tests/cluster/50-health.bats \
 	tests/cluster/60-isolation.bats \
 	tests/cluster/70-launch.bats \
-	tests/cluster/72-roles.bats \
+	tests/cluster/72-roles.bats tests/cluster/73-rl-roles.bats \
 	tests/cluster/75-driver.bats \
 	tests/cluster/76-preflight.bats \
 	tests/cluster/77-driver-daemon.bats \

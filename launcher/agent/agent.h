@@ -144,6 +144,7 @@ struct phx_agent {
 	struct phx_ckpt *ckpt; /* checkpoint staging, agent_ckpt.c */
 	struct phx_agent_ckptd *ckptd; /* phalanx-ckptd client, agent_ckptd.c; NULL: none */
 	struct phx_xid_watch *xid; /* the kernel log's Xid watch, agent_xid.c; NULL: none */
+	struct phx_agent_xrdv *xrdv; /* a role's step: its rendezvous copy, agent_xrdv.c */
 	struct phx_agent_wake *wake; /* the agents' wake-up, agent_wake.c; NULL: none */
 	/* What the main loop polls besides signals and the workers' output. */
 	struct phx_agent_source sources[PHX_AGENT_SOURCES_MAX];

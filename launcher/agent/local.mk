@@ -12,4 +12,5 @@ launcher_agent_libphxagent_la_SOURCES = launcher/agent/agent.h \
 	launcher/agent/agent_ckptd.c launcher/agent/agent_ckptd.h launcher/agent/agent_ckptd_int.h \
 	launcher/agent/agent_ckptd_ckpt.c launcher/agent/agent_ckptd_sig.c \
 	launcher/agent/agent_xid.c launcher/agent/agent_xid.h \
-	launcher/agent/agent_wake.c launcher/agent/agent_wake.h
+	launcher/agent/agent_wake.c launcher/agent/agent_wake.h \
+	launcher/agent/agent_xrdv.c launcher/agent/agent_xrdv.h

@@ -27,8 +27,7 @@ struct phx_drv_lost {
 	char env[INET_ADDRSTRLEN + 8 + PHX_LOST_KEY_HEX];
 };
 
-/* The node's first IPv4 address that is up and not loopback, as the agents' own. */
-static int own_address(char *buf, size_t len)
+int phx_drv_own_address(char *buf, size_t len)
 {
 	struct ifaddrs *ifa, *i;
 	int rc = -1;
@@ -59,7 +58,7 @@ struct phx_drv_lost *phx_drv_lost_open(void)
 	l->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (l->fd < 0 || bind(l->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
 	    getsockname(l->fd, (struct sockaddr *)&sa, &len) < 0 ||
-	    own_address(l->addr, sizeof(l->addr)) < 0) {
+	    phx_drv_own_address(l->addr, sizeof(l->addr)) < 0) {
 		phx_info("no socket for the agents' lost-node reports (%s): the driver reads them "
 			 "from srun's output, behind the workers' lines",
 			 errno ? strerror(errno) : "no IPv4 address");

@@ -24,4 +24,10 @@ void phx_drv_lost_read(struct phx_drv_lost *l, void (*found)(void *arg, const ch
 		       void *arg);
 void phx_drv_lost_close(struct phx_drv_lost *l);
 
+/*
+ * The node's first IPv4 address that is up and not loopback, where the
+ * agents reach the driver (here and driver_xrdv.c); 0 or -1.
+ */
+int phx_drv_own_address(char *buf, size_t len);
+
 #endif

@@ -19,7 +19,8 @@ FUZZ_TARGETS = \
 	tests/fuzz/fuzz_result \
 	tests/fuzz/fuzz_role \
 	tests/fuzz/fuzz_xid \
-	tests/fuzz/fuzz_errfile
+	tests/fuzz/fuzz_errfile \
+	tests/fuzz/fuzz_xrdv
 check_PROGRAMS += $(FUZZ_TARGETS)
 TESTS += $(FUZZ_TARGETS)
 noinst_HEADERS += tests/fuzz/fuzz.h tests/rng.h
@@ -55,6 +56,8 @@ tests_fuzz_fuzz_xid_SOURCES = tests/fuzz/fuzz_xid.c tests/fuzz/driver.c
 tests_fuzz_fuzz_xid_LDADD = $(PHX_HEALTH_LIBS) $(PHX_FUZZ_LDADD)
 tests_fuzz_fuzz_errfile_SOURCES = tests/fuzz/fuzz_errfile.c tests/fuzz/driver.c
 tests_fuzz_fuzz_errfile_LDADD = $(PHX_FUZZ_LDADD)
+tests_fuzz_fuzz_xrdv_SOURCES = tests/fuzz/fuzz_xrdv.c tests/fuzz/driver.c
+tests_fuzz_fuzz_xrdv_LDADD = $(PHX_LAUNCH_LIBS) $(PHX_FUZZ_LDADD)
 AM_TESTS_ENVIRONMENT = PHX_FUZZ_CORPUS='$(abs_top_srcdir)/tests/fuzz/corpus'; \
 	PHX_TEST_DATA='$(abs_top_srcdir)/tests/data'; \
 	LSAN_OPTIONS='suppressions=$(abs_top_srcdir)/tests/lsan.supp'; \

@@ -56,7 +56,8 @@ UNIT_TESTS = \
 	tests/unit/test_goodput \
 	tests/unit/test_progress \
 	tests/unit/test_xid \
-	tests/unit/test_launch_ckptd
+	tests/unit/test_launch_ckptd \
+	tests/unit/test_xrdv
 check_PROGRAMS += $(UNIT_TESTS)
 TESTS += $(UNIT_TESTS)
 noinst_HEADERS += tests/unit/scratch.h
@@ -160,4 +161,6 @@ tests_unit_test_xid_SOURCES = tests/unit/test_xid.c
 tests_unit_test_xid_LDADD = $(PHX_HEALTH_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_launch_ckptd_SOURCES = tests/unit/test_launch_ckptd.c
 tests_unit_test_launch_ckptd_LDADD = $(PHX_AGENT_LIBS) $(PHX_UNIT_LDADD)
+tests_unit_test_xrdv_SOURCES = tests/unit/test_xrdv.c tests/unit/scratch.c
+tests_unit_test_xrdv_LDADD = launcher/driver/libphxdriver.la $(PHX_AGENT_LIBS) $(PHX_UNIT_LDADD)
 endif

@@ -135,6 +135,28 @@ static void test_assign_nodes(void **state)
 		phx_role_free(&r[i]);
 }
 
+/* The driver's step of one role: that role alone, over the step's nodes. */
+static void test_keep_one_role(void **state)
+{
+	struct phx_role r[2];
+	size_t n = 2;
+
+	parse_ok("trainer:nodes=2:spares=1:cmd=python t.py", &r[0]);
+	parse_ok("rollout:nodes=1-3:restart=self:cmd=python r.py", &r[1]);
+	assert_int_equal(phx_roles_keep(r, &n, "judge", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "--step-role judge: no --role of that name"));
+	assert_int_equal(n, 2);
+	assert_int_equal(phx_roles_keep(r, &n, "rollout", err, sizeof(err)), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(r[0].name, "rollout");
+	assert_string_equal(r[0].cmd, "python r.py");
+	assert_int_equal(r[0].restart, PHX_RESTART_SELF);
+	/* Every agent of the step, whatever the pool's size in the allocation. */
+	assert_int_equal(phx_roles_assign(r, n, 3, err, sizeof(err)), 0);
+	assert_int_equal(r[0].nodes, 3);
+	phx_role_free(&r[0]);
+}
+
 static void test_role_argv(void **state)
 {
 	char *argv[PHX_ROLE_ARGV_MAX + 1], *buf, many[2048] = "";
@@ -390,6 +412,7 @@ int main(void)
 		cmocka_unit_test(test_parse_fields),
 		cmocka_unit_test(test_parse_errors),
 		cmocka_unit_test(test_assign_nodes),
+		cmocka_unit_test(test_keep_one_role),
 		cmocka_unit_test(test_role_argv),
 		cmocka_unit_test(test_group_role_restarts_alone),
 		cmocka_unit_test(test_self_role_restarts_without_barrier),

@@ -1,0 +1,449 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Roles in steps of their own (driver mode with --role): each fixed role
+ * runs in one srun step over its nodes, an elastic pool in one step per
+ * node, so a node lost in one role ends only that role's step (or that
+ * node's). What a role does then is driver_roles.c's rule; the roles find
+ * each other through the cross-role rendezvous, whose document is
+ * published here whenever a role's processes change.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "common/log.h"
+#include "launcher/launch.h"
+#include "launcher/options.h"
+#include "launcher/restart.h"
+#include "launcher/driver/driver_int.h"
+#include "launcher/driver/driver_lost.h"
+#include "launcher/driver/driver_roles.h"
+#include "launcher/driver/driver_xrdv.h"
+#include "launcher/xrdv.h"
+
+#define END_GRACE_MS 10000 /* the job is done: the other roles' time to see it and exit */
+#define XRDV_PORT_BASE 20000 /* cross-role ports: below Linux's ephemeral range */
+#define XRDV_PORT_SPAN 12000
+
+enum role_end { ROLE_ON = 0, ROLE_DONE, ROLE_FAILED };
+
+struct role_run {
+	enum role_end end;
+	unsigned failures; /* worker failures relaunched (node losses are driver_roles.c's) */
+	unsigned same; /* of them in a row with the same message */
+	char last_msg[PHX_RESULT_MSG_MAX + 1];
+};
+
+struct steps_job {
+	struct driver *dr;
+	struct phx_drv_roles j;
+	struct role_run rr[PHX_ROLE_MAX];
+	struct step **steps; /* running */
+	size_t n;
+	unsigned long epoch; /* the job's: up whenever a role's does */
+	uint64_t end_at; /* finishing: the other roles are stopped then */
+	bool finishing;
+	int rc; /* the driver's exit once every step ended; -1: not decided */
+};
+
+static bool is_elastic(const struct phx_drv_role *x)
+{
+	return x->max > x->min;
+}
+
+static unsigned role_nproc(const struct steps_job *sj, size_t r)
+{
+	const struct phx_launch_opts *o = sj->dr->o;
+
+	return o->roles[r].nproc ? o->roles[r].nproc : sj->dr->st.nproc;
+}
+
+/* A port the role's first rank may listen on for cross-role groups, new in every job epoch. */
+static unsigned role_port(const struct steps_job *sj, size_t r)
+{
+	uint64_t h = (uint64_t)sj->dr->job_id * 2654435761u + (uint64_t)r * 40503u +
+		     (uint64_t)sj->epoch * 9973u;
+
+	return XRDV_PORT_BASE + (unsigned)(h % XRDV_PORT_SPAN);
+}
+
+static const char *role_state(const struct steps_job *sj, size_t r)
+{
+	if (sj->rr[r].end == ROLE_DONE)
+		return "done";
+	if (sj->rr[r].end == ROLE_FAILED || sj->j.role[r].state == PHX_ROLE_GAVE_UP)
+		return "failed";
+	return sj->j.role[r].state == PHX_ROLE_WAITING ? "waiting" : "running";
+}
+
+/* The rendezvous document: phalanx-launch(1), ROLES IN STEPS. */
+static char *document(const struct steps_job *sj)
+{
+	const struct driver *dr = sj->dr;
+	size_t cap = 256, len;
+	char *doc;
+
+	for (size_t i = 0; i < dr->alloc.count; i++)
+		cap += strlen(dr->alloc.names[i]) + 4;
+	cap += sj->j.n * (PHX_ROLE_NAME_MAX + 160);
+	doc = malloc(cap);
+	if (!doc)
+		return NULL;
+	len = (size_t)snprintf(doc, cap, "{\"job_id\": %u, \"epoch\": %lu, \"roles\": [",
+			       dr->job_id, sj->epoch);
+	for (size_t r = 0; r < sj->j.n; r++) {
+		const struct phx_drv_role *x = &sj->j.role[r];
+		bool first = true;
+
+		len += (size_t)snprintf(doc + len, cap - len,
+					"%s{\"name\": \"%s\", \"epoch\": %u, \"state\": \"%s\", "
+					"\"nproc\": %u, \"port\": %u, \"nodes\": [",
+					r ? ", " : "", x->name, x->epoch, role_state(sj, r),
+					role_nproc(sj, r), role_port(sj, r));
+		for (size_t i = 0; i < dr->alloc.count; i++) {
+			if (sj->j.owner[i] != (int)r || sj->rr[r].end != ROLE_ON)
+				continue;
+			len += (size_t)snprintf(doc + len, cap - len, "%s\"%s\"", first ? "" : ", ",
+						dr->alloc.names[i]);
+			first = false;
+		}
+		len += (size_t)snprintf(doc + len, cap - len, "]}");
+	}
+	snprintf(doc + len, cap - len, "]}\n");
+	return doc;
+}
+
+/* A role's processes changed: a new job epoch, told to every agent. */
+static void publish(struct steps_job *sj)
+{
+	char *doc;
+
+	sj->epoch++;
+	doc = document(sj);
+	if (doc)
+		phx_drv_xrdv_publish(sj->dr->xrdv, sj->epoch, doc);
+	free(doc);
+}
+
+/* A step of role r on nodes idx[0..n), among the running ones. */
+static int unit_start(struct steps_job *sj, size_t r, const size_t *idx, size_t n)
+{
+	struct step *s = calloc(1, sizeof(*s)), **grown;
+
+	if (!s || !(s->idx = calloc(n, sizeof(*s->idx))))
+		goto fail;
+	grown = realloc(sj->steps, (sj->n + 1) * sizeof(*grown));
+	if (!grown)
+		goto fail;
+	sj->steps = grown;
+	memcpy(s->idx, idx, n * sizeof(*idx));
+	s->n = n;
+	s->err_fd = -1;
+	s->role = sj->j.role[r].name;
+	s->epoch = sj->epoch;
+	s->role_epoch = sj->j.role[r].epoch;
+	if (phx_drv_step_start(sj->dr, s) < 0)
+		goto fail;
+	sj->steps[sj->n++] = s;
+	return 0;
+fail:
+	if (s)
+		free(s->idx);
+	free(s);
+	phx_error("cannot start a step of role %s; see the lines above", sj->j.role[r].name);
+	return -1;
+}
+
+/* Role r on the nodes it owns: one step, or one per node for an elastic pool. */
+static int role_start(struct steps_job *sj, size_t r)
+{
+	size_t *idx = calloc(sj->dr->alloc.count, sizeof(*idx)), n;
+	int rc = 0;
+
+	if (!idx)
+		return -1;
+	n = phx_drv_role_nodes(&sj->j, r, idx);
+	if (is_elastic(&sj->j.role[r])) {
+		for (size_t k = 0; k < n && !rc; k++)
+			rc = unit_start(sj, r, &idx[k], 1);
+	} else if (n) {
+		rc = unit_start(sj, r, idx, n);
+	}
+	free(idx);
+	return rc;
+}
+
+static size_t role_index(const struct steps_job *sj, const struct step *s)
+{
+	for (size_t r = 0; r < sj->j.n; r++) {
+		if (s->role == sj->j.role[r].name)
+			return r;
+	}
+	return 0;
+}
+
+/* The running step of role r on node i, or NULL. */
+static struct step *unit_on(const struct steps_job *sj, size_t r, size_t i)
+{
+	for (size_t k = 0; k < sj->n; k++) {
+		struct step *s = sj->steps[k];
+
+		for (size_t m = 0; role_index(sj, s) == r && m < s->n; m++) {
+			if (s->idx[m] == i)
+				return s;
+		}
+	}
+	return NULL;
+}
+
+/* Stops every running step (SIGTERM: the agents stop their workers); then the job ends with rc. */
+static void end_job(struct steps_job *sj, int rc, const char *why)
+{
+	if (sj->rc < 0)
+		sj->rc = rc;
+	sj->finishing = true;
+	sj->end_at = 0;
+	phx_info("ending job %u: %s", sj->dr->job_id, why);
+	for (size_t k = 0; k < sj->n; k++) {
+		if (!sj->steps[k]->ended)
+			kill(sj->steps[k]->pid, SIGTERM);
+	}
+}
+
+/*
+ * What role r does for a decision of driver_roles.c. A donor pool's step
+ * on the node it gave up ends; the node's new step overlaps it until then.
+ */
+static void act(struct steps_job *sj, size_t r, const struct phx_drv_role_decision *d,
+		bool *relaunch)
+{
+	struct step *donated;
+
+	phx_warn("%s", d->why);
+	if (d->donor >= 0 && (donated = unit_on(sj, (size_t)d->donor, d->node)))
+		phx_drv_step_kill(sj->dr, donated, "to give its node to another role");
+	switch (d->action) {
+	case PHX_ROLE_RELAUNCH:
+		*relaunch = true;
+		break;
+	case PHX_ROLE_GROW:
+		publish(sj); /* the pool without the lost node first */
+		sj->j.role[r].epoch++;
+		unit_start(sj, r, &d->node, 1);
+		break;
+	case PHX_ROLE_SHRINK:
+	case PHX_ROLE_WAIT:
+		break;
+	case PHX_ROLE_END_JOB:
+		end_job(sj, -2, d->why);
+		break;
+	}
+}
+
+/* Nodes of s found bad: role r's rule for each, then its step again if it relaunches. */
+static void after_loss(struct steps_job *sj, size_t r, const struct step *s)
+{
+	struct phx_drv_role_decision d;
+	bool relaunch = false;
+
+	for (size_t m = 0; m < s->n && !sj->finishing; m++) {
+		if (!sj->dr->st.bad[s->idx[m]])
+			continue;
+		phx_drv_role_lost(&sj->j, r, s->idx[m], &d);
+		act(sj, r, &d, &relaunch);
+	}
+	/* A fixed role's healthy nodes are still its own: its whole step again. */
+	if (relaunch && !sj->finishing)
+		role_start(sj, r);
+	publish(sj);
+}
+
+/* The workers of s gave up on a healthy node: the role's step again, or the role ends. */
+static void after_failure(struct steps_job *sj, size_t r, const struct step *s)
+{
+	struct role_run *rr = &sj->rr[r];
+	struct phx_drv_role *x = &sj->j.role[r];
+	const char *msg = s->have_result ? s->result.msg : "";
+	unsigned limit = sj->dr->st.same_limit;
+
+	rr->same = msg[0] && !strcmp(msg, rr->last_msg) ? rr->same + 1 : 1;
+	snprintf(rr->last_msg, sizeof(rr->last_msg), "%s", msg);
+	if (++rr->failures > x->max_relaunches || (limit && msg[0] && rr->same >= limit)) {
+		rr->end = ROLE_FAILED;
+		phx_error("role %s failed (exit %d%s%s) and is not relaunched again (%u "
+			  "relaunch(es), max-relaunches=%u)%s",
+			  x->name, s->status, msg[0] ? ": " : "", msg, rr->failures - 1,
+			  x->max_relaunches,
+			  x->fatal ? "; it is fatal (fatal=yes), so the job ends"
+				   : "; the other roles go on");
+		if (x->fatal)
+			end_job(sj, s->status ? s->status : PHX_EXIT_WORKERS,
+				"a fatal role failed");
+		publish(sj);
+		return;
+	}
+	phx_warn("role %s: its workers failed (exit %d%s%s); relaunching it (%u of %u)", x->name,
+		 s->status, msg[0] ? ": " : "", msg, rr->failures, x->max_relaunches);
+	x->epoch++;
+	if (is_elastic(x))
+		unit_start(sj, r, s->idx, s->n);
+	else
+		role_start(sj, r);
+	publish(sj);
+}
+
+/* Every unit of role r ended well: done; the job is when every fatal role is. */
+static void after_done(struct steps_job *sj, size_t r)
+{
+	bool all = true, any_fatal = false;
+
+	for (size_t k = 0; k < sj->n; k++)
+		if (role_index(sj, sj->steps[k]) == r)
+			return;
+	sj->rr[r].end = ROLE_DONE;
+	phx_info("role %s finished", sj->j.role[r].name);
+	for (size_t q = 0; q < sj->j.n; q++)
+		any_fatal |= sj->j.role[q].fatal;
+	/* Without a fatal role, every role must be done. */
+	for (size_t q = 0; q < sj->j.n; q++) {
+		if (sj->j.role[q].fatal || !any_fatal)
+			all &= sj->rr[q].end == ROLE_DONE;
+	}
+	publish(sj);
+	if (all && !sj->finishing) {
+		/* The others see "done" in the document and may end on their own first. */
+		sj->finishing = true;
+		sj->rc = PHX_EXIT_OK;
+		sj->end_at = phx_drv_now_ms() + END_GRACE_MS;
+	}
+}
+
+/*
+ * A worker hang reported by the agents of a role's step ends it like a
+ * lost node: the node's workers stopped, whatever stopped them.
+ */
+static void hang_is_loss(struct steps_job *sj, struct step *s)
+{
+	long i;
+
+	if (!s->have_result || s->result.kind != PHX_FAIL_HANG ||
+	    (i = phx_drv_alloc_index(sj->dr, s->result.node)) < 0)
+		return;
+	phx_drv_node_bad(sj->dr, s, (size_t)i,
+			 "its workers stopped beating (hung, or stopped by a signal)", NULL);
+}
+
+static void step_ended(struct steps_job *sj, struct step *s)
+{
+	size_t r = role_index(sj, s);
+	struct driver *dr = sj->dr;
+	bool lost = false;
+
+	/* After srun: Slurm's view once more, then srun's own reports. */
+	phx_drv_check_nodes(dr, &s, 1);
+	if (s->status || !s->silent)
+		phx_drv_step_report(dr, s);
+	if (s->status)
+		hang_is_loss(sj, s);
+	for (size_t m = 0; m < s->n; m++)
+		lost |= dr->st.bad[s->idx[m]];
+	for (size_t k = 0; k < sj->n; k++) {
+		if (sj->steps[k] == s)
+			sj->steps[k] = sj->steps[--sj->n];
+	}
+	if (sj->finishing || dr->stop_sig || dr->preempted)
+		;
+	else if (lost)
+		after_loss(sj, r, s);
+	else if (s->killed)
+		; /* a donor's step: its node serves another role now */
+	else if (s->status == 0)
+		after_done(sj, r);
+	else
+		after_failure(sj, r, s);
+	free(s->idx);
+	free(s);
+}
+
+static int setup_roles(struct steps_job *sj)
+{
+	struct driver *dr = sj->dr;
+	char err[1024];
+
+	phx_drv_check_nodes(dr, NULL, 0);
+	if (phx_drv_roles_init(&sj->j, dr->o->roles, dr->o->nroles, dr->alloc.count, dr->st.bad,
+			       dr->st.max_relaunches, err, sizeof(err)) < 0) {
+		phx_error("%s", err);
+		return PHX_EXIT_USAGE;
+	}
+	dr->xrdv = phx_drv_xrdv_open();
+	if (!dr->xrdv) {
+		phx_error("roles in steps of their own need the cross-role rendezvous, which did "
+			  "not start (see above); is this node's IPv4 address up?");
+		return PHX_EXIT_SETUP;
+	}
+	/* srun passes the environment on to every step's agents. */
+	setenv(PHX_XRDV_ENV, phx_drv_xrdv_env(dr->xrdv), 1);
+	dr->lost_env = phx_drv_lost_rekey(dr->lost);
+	return 0;
+}
+
+/* Every step ended: the job's exit. */
+static int outcome(struct steps_job *sj)
+{
+	struct driver *dr = sj->dr;
+
+	if (dr->preempted)
+		return phx_drv_requeue(dr, "the roles' agents were preempted");
+	if (dr->stop_sig)
+		return 128 + dr->stop_sig;
+	if (sj->rc == -2)
+		return phx_drv_requeue(dr, "a fatal role has too few nodes left");
+	if (sj->rc >= 0)
+		return sj->rc;
+	/* Only non-fatal roles were left, and each gave up or waits for nodes. */
+	phx_error("no role of job %u runs any more; see the lines above", dr->job_id);
+	return PHX_EXIT_WORKERS;
+}
+
+int phx_drv_steps_run(struct driver *dr)
+{
+	struct steps_job sj = { .dr = dr, .rc = -1 };
+	int rc = setup_roles(&sj);
+
+	if (rc)
+		goto out;
+	for (size_t r = 0; r < sj.j.n; r++) {
+		if (role_start(&sj, r) < 0) {
+			end_job(&sj, PHX_EXIT_SETUP, "a role's step did not start");
+			break;
+		}
+	}
+	publish(&sj);
+	while (sj.n) {
+		struct step *s = phx_drv_steps_watch(dr, sj.steps, sj.n, sj.end_at);
+
+		if (s)
+			step_ended(&sj, s);
+		else if (sj.end_at && phx_drv_now_ms() >= sj.end_at)
+			end_job(&sj, sj.rc, "its fatal roles finished; stopping the others");
+		else if (!sj.end_at)
+			break; /* out of memory in the watch */
+	}
+	rc = outcome(&sj);
+out:
+	for (size_t k = 0; k < sj.n; k++) {
+		free(sj.steps[k]->idx);
+		free(sj.steps[k]);
+	}
+	free(sj.steps);
+	phx_drv_roles_free(&sj.j);
+	phx_drv_xrdv_close(dr->xrdv);
+	dr->xrdv = NULL;
+	return rc;
+}

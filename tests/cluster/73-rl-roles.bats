@@ -1,0 +1,122 @@
+#!/usr/bin/env bats
+# SPDX-License-Identifier: Apache-2.0
+#
+# phalanx-launch in a batch script with roles in steps of their own: an RL
+# job whose trainer (PyTorch DDP over gloo on 2 nodes) sends its weights
+# every iteration to a rollout pool (1-2 nodes, one step per node) over a
+# process group formed through the cross-role rendezvous, and gets samples
+# back. A rollout node killed: the trainer never restarts, the pool is
+# refilled from the shared spare. A trainer node killed: the trainer alone
+# relaunches on its own spare from its checkpoint; the rollouts keep their
+# processes and reconnect. A rollout node whose worker is stopped: found by
+# its heartbeats, handled as a loss.
+#
+# lab-nodes: 6
+
+load lib
+load driver_jobs
+
+setup_file()
+{
+	require_lab
+	need_launch_lab 6 || return 1
+	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so
+	export RL=$BATS_TEST_DIRNAME/rl_job.py
+	export JOB_NAME=phx-rl-tests
+}
+
+teardown()
+{
+	reset_nodes
+}
+
+# first_seen RE TIMEOUT: waits for RE in the job's output, prints when it was seen.
+first_seen()
+{
+	wait_for "$2" has "$1" && date +%s.%N
+}
+
+trainer_iter()
+{
+	grep -o 'rl trainer iter [0-9]*' "$OUT" | tail -n 1 | awk '{ print $4 }'
+}
+
+# rollout_pid I: the PID of the rollout worker on node I.
+rollout_pid()
+{
+	local p
+	for p in $(ip netns pids "$(lab_netns "$1")"); do
+		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "rl_job.py rollout"; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# synced_after N COUNT: a trainer iteration after N synced with COUNT rollouts.
+synced_after()
+{
+	awk -v n="$1" -v c="$2" '/rl trainer iter/ {
+		for (i = 1; i <= NF; i++) if ($i == "iter") it = $(i + 1)
+		if (it > n && / synced 1 / && $NF == c) found = 1 } END { exit !found }' "$OUT"
+}
+
+@test "RL roles: a rollout node lost costs the trainer nothing; a trainer node lost relaunches the trainer alone; a hung rollout is a loss" {
+	local ck=$BATS_TEST_TMPDIR/ckpt script=$BATS_TEST_TMPDIR/job.sh t0 t1 i0 i1 p3 p6
+	mkdir -p "$ck"
+	driver_script --nproc-per-node 1 --hang-timeout 6 \
+		--role "trainer:nodes=2:spares=1:cmd=/usr/bin/python3 $RL trainer --ckpt-dir $ck --iters 100000 --stop-file $ck/stop --iter-sleep 0.1" \
+		--role "rollout:nodes=1-2:max-restarts=0:cmd=/usr/bin/python3 $RL rollout --gen-sleep 0.1" \
+		>"$script"
+	sbatch_driver 6 "$script"
+	# trainer node1-2, rollout node3 and node5 (the pool up to its most),
+	# the trainer's own spare node4, a shared spare node6.
+	wait_for 180 synced_after 3 2
+	has 'starting role trainer on 2 node(s) node\[1-2\]'
+	has 'starting role rollout on 1 node(s) node3 '
+	has 'starting role rollout on 1 node(s) node5 '
+
+	# A rollout node dies: the pool shrinks, then takes the shared spare.
+	i0=$(trainer_iter)
+	t0=$(date +%s.%N)
+	"$LAB_CMD" kill-node node5 >/dev/null
+	t1=$(first_seen 'rl rollout node6 joined' 180)
+	wait_for 120 synced_after "$(trainer_iter)" 2
+	i1=$(trainer_iter)
+	echo "# rollout node killed to the spare's rollout joined: $(echo "$t1 - $t0" | bc) s; trainer iterations meanwhile $i0 -> $i1" >&3
+	has 'role rollout takes a shared spare'
+	has 'starting role rollout on 1 node(s) node6 '
+	# The trainer kept its processes and its iterations.
+	[ "$(grep -c 'rl trainer start' "$OUT")" -eq 1 ]
+	[ "$i1" -gt "$i0" ]
+	p3=$(rollout_pid 3)
+	p6=$(rollout_pid 6)
+	[ -n "$p3" ] && [ -n "$p6" ]
+
+	# A trainer node dies: the trainer alone relaunches on its spare, from its checkpoint.
+	t0=$(date +%s.%N)
+	"$LAB_CMD" kill-node node2 >/dev/null
+	t1=$(first_seen 'rl trainer start iter [0-9]* restored 1' 180)
+	echo "# trainer node killed to the trainer running again from its checkpoint: $(echo "$t1 - $t0" | bc) s" >&3
+	has 'role trainer takes its spare'
+	has 'starting role trainer on 2 node(s) node\[1,4\]'
+	wait_for 120 synced_after "$(trainer_iter)" 2
+	# The rollouts kept their processes and reconnected.
+	[ "$(rollout_pid 3)" = "$p3" ]
+	[ "$(rollout_pid 6)" = "$p6" ]
+
+	# A rollout's worker stops (SIGSTOP): no heartbeat progress, a loss.
+	kill -STOP "$p6"
+	wait_for 120 has 'node node6 is bad (its workers stopped beating'
+	wait_for 120 has 'role rollout goes on with 1 node(s)'
+	wait_for 120 synced_after "$(trainer_iter)" 1
+	[ "$(grep -c 'rl trainer start' "$OUT")" -eq 2 ]
+
+	touch "$ck/stop"
+	wait_for 120 job_finished "$JOB"
+	show_job
+	has 'rl trainer done'
+	has '^driver exit 0$'
+	[ "$(job_state "$JOB")" = COMPLETED ]
+}
