@@ -133,6 +133,14 @@ int phx_agent_ckptd_setup(struct phx_agent *a)
 
 	if (!addr[0])
 		return 0;
+	/* Its catalog and recovery take a job's agents for one step: not its roles' steps. */
+	if (a->o->step_role) {
+		if (a->pmix.me.rank == 0)
+			phx_info("role %s: its step does not report to phalanx-ckptd at %s; roles "
+				 "in steps of their own save through their own checkpoints",
+				 a->o->step_role, addr);
+		return 0;
+	}
 	if (!token || !job) {
 		if (a->pmix.me.rank == 0)
 			phx_warn("phalanx-ckptd at %s is configured but %s is not set; the "

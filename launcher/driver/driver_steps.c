@@ -20,6 +20,7 @@
 #include "launcher/launch.h"
 #include "launcher/options.h"
 #include "launcher/restart.h"
+#include "launcher/driver/driver_ckptd.h"
 #include "launcher/driver/driver_int.h"
 #include "launcher/driver/driver_lost.h"
 #include "launcher/driver/driver_roles.h"
@@ -381,6 +382,9 @@ static int setup_roles(struct steps_job *sj)
 		phx_error("%s", err);
 		return PHX_EXIT_USAGE;
 	}
+	/* phalanx-ckptd's recovery takes a job's agents for one step (see agent_ckptd.c). */
+	phx_drv_ckptd_close(dr->ckptd);
+	dr->ckptd = NULL;
 	dr->xrdv = phx_drv_xrdv_open();
 	if (!dr->xrdv) {
 		phx_error("roles in steps of their own need the cross-role rendezvous, which did "

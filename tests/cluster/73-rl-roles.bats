@@ -41,12 +41,13 @@ trainer_iter()
 	grep -o 'rl trainer iter [0-9]*' "$OUT" | tail -n 1 | awk '{ print $4 }'
 }
 
-# rollout_pid I: the PID of the rollout worker on node I.
+# rollout_pid I: the PID of the rollout worker on node I (not its agent,
+# whose command line names it too).
 rollout_pid()
 {
 	local p
 	for p in $(ip netns pids "$(lab_netns "$1")"); do
-		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "rl_job.py rollout"; then
+		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "^/usr/bin/python3 $RL rollout"; then
 			echo "$p"
 			return 0
 		fi
@@ -95,10 +96,12 @@ synced_after()
 	[ -n "$p3" ] && [ -n "$p6" ]
 
 	# A trainer node dies: the trainer alone relaunches on its spare, from its checkpoint.
+	i0=$(trainer_iter)
 	t0=$(date +%s.%N)
 	"$LAB_CMD" kill-node node2 >/dev/null
 	t1=$(first_seen 'rl trainer start iter [0-9]* restored 1' 180)
-	echo "# trainer node killed to the trainer running again from its checkpoint: $(echo "$t1 - $t0" | bc) s" >&3
+	i1=$(grep -o 'rl trainer start iter [0-9]* restored 1' "$OUT" | awk '{ print $5 }')
+	echo "# trainer node killed to the trainer running again from its checkpoint: $(echo "$t1 - $t0" | bc) s; iteration $i0 at the kill, resumed at $i1 (a save every 5)" >&3
 	has 'role trainer takes its spare'
 	has 'starting role trainer on 2 node(s) node\[1,4\]'
 	wait_for 120 synced_after "$(trainer_iter)" 2
@@ -107,9 +110,11 @@ synced_after()
 	[ "$(rollout_pid 6)" = "$p6" ]
 
 	# A rollout's worker stops (SIGSTOP): no heartbeat progress, a loss.
+	t0=$(date +%s.%N)
 	kill -STOP "$p6"
 	wait_for 120 has 'node node6 is bad (its workers stopped beating'
-	wait_for 120 has 'role rollout goes on with 1 node(s)'
+	t1=$(first_seen 'role rollout goes on with 1 node(s)' 120)
+	echo "# rollout worker stopped to the pool going on without its node: $(echo "$t1 - $t0" | bc) s (--hang-timeout 6)" >&3
 	wait_for 120 synced_after "$(trainer_iter)" 1
 	[ "$(grep -c 'rl trainer start' "$OUT")" -eq 2 ]
 
