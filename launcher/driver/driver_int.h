@@ -96,6 +96,8 @@ void phx_drv_settle_suspects(struct driver *dr);
 size_t phx_drv_pick_healthy(struct driver *dr, size_t *idx);
 char *phx_drv_node_list(const struct driver *dr, const size_t *idx, size_t n);
 char *phx_drv_flagged_list(const struct driver *dr, const bool *flag, const size_t *idx, size_t n);
+/* The preflight check of a step's nodes not trusted yet; -1: stop the job. */
+int phx_drv_preflight(struct driver *dr, const size_t *next, size_t nnext, bool first);
 
 /* driver_srun.c */
 int phx_drv_step_start(struct driver *dr, struct step *s);

@@ -279,3 +279,83 @@ char *phx_drv_flagged_list(const struct driver *dr, const bool *flag, const size
 	free(sel);
 	return list;
 }
+
+/* Verdicts on nodes idx[0..n): failed ones are bad, slow ones go to placement. */
+static size_t apply_verdicts(struct driver *dr, const size_t *idx, size_t n,
+			     const struct phx_check_verdict *v)
+{
+	size_t failed = 0;
+
+	for (size_t k = 0; k < n; k++) {
+		size_t i = idx[k];
+		char why[PHX_CHECK_TEXT + 64];
+
+		switch (v[k].state) {
+		case PHX_CHECK_FAILED:
+			snprintf(why, sizeof(why), "preflight check failed: %s", v[k].reason);
+			phx_drv_node_bad(dr, NULL, i, why, v[k].reason);
+			failed++;
+			break;
+		case PHX_CHECK_SLOW:
+		case PHX_CHECK_SUSPECT:
+			phx_warn("node %s is %s in the preflight check (%s): placement keeps it "
+				 "off the critical path",
+				 dr->alloc.names[i], phx_check_state_name(v[k].state), v[k].reason);
+			dr->slow[i] = true;
+			dr->trusted[i] = true;
+			phx_drv_ckptd_report(dr->ckptd, "check", dr->alloc.names[i], 1,
+					     v[k].reason);
+			break;
+		case PHX_CHECK_OK:
+			dr->slow[i] = false;
+			dr->trusted[i] = true;
+			phx_drv_ckptd_report(dr->ckptd, "check", dr->alloc.names[i], 1, NULL);
+			break;
+		}
+	}
+	return failed;
+}
+
+/*
+ * Checks the nodes a step is about to use (and, the first time, the
+ * spares) that have not passed since they last joined. -1: none passed
+ * in the first check, where requeueing would only fail the same way.
+ */
+int phx_drv_preflight(struct driver *dr, const size_t *next, size_t nnext, bool first)
+{
+	size_t *idx = calloc(dr->alloc.count, sizeof(*idx)), n, failed;
+	struct phx_check_verdict *v = calloc(dr->alloc.count, sizeof(*v));
+	char **hosts = calloc(dr->alloc.count, sizeof(*hosts)), err[1024];
+	int rc = -1;
+
+	if (!idx || !v || !hosts)
+		goto out;
+	n = phx_drv_to_check(dr->st.bad, dr->trusted, dr->alloc.count, dr->nprev ? dr->prev : NULL,
+			     dr->nprev, next, nnext, idx);
+	rc = 0;
+	if (!n)
+		goto out;
+	for (size_t k = 0; k < n; k++)
+		hosts[k] = dr->alloc.names[idx[k]];
+	phx_info("preflight: checking %zu node(s)%s%s", n, dr->pf_results ? " from " : "",
+		 dr->pf_results ? dr->pf_results : "");
+	if (phx_drv_preflight_run(dr->conf, dr->pf_results, hosts, n, v, err, sizeof(err)) < 0) {
+		/* No measurement is no pass: every node fails with the reason. */
+		for (size_t k = 0; k < n; k++) {
+			memset(&v[k], 0, sizeof(v[k]));
+			v[k].state = PHX_CHECK_FAILED;
+			snprintf(v[k].reason, sizeof(v[k].reason), "%.250s", err);
+		}
+	}
+	failed = apply_verdicts(dr, idx, n, v);
+	if (first && failed == n) {
+		phx_error("preflight: every node failed the check, so the job is not run (nor "
+			  "requeued); see the reasons above, or run 'phalanx check' on them");
+		rc = -1;
+	}
+out:
+	free(idx);
+	free(v);
+	free(hosts);
+	return rc;
+}

@@ -371,12 +371,31 @@ static void step_ended(struct steps_job *sj, struct step *s)
 	free(s);
 }
 
+/* The whole allocation is checked once, before the roles take their nodes. */
+static int check_first(struct driver *dr)
+{
+	size_t *all = calloc(dr->alloc.count, sizeof(*all)), n = 0;
+	int rc;
+
+	if (!all)
+		return -1;
+	for (size_t i = 0; i < dr->alloc.count; i++) {
+		if (!dr->st.bad[i])
+			all[n++] = i;
+	}
+	rc = phx_drv_preflight(dr, all, n, true);
+	free(all);
+	return rc;
+}
+
 static int setup_roles(struct steps_job *sj)
 {
 	struct driver *dr = sj->dr;
 	char err[1024];
 
 	phx_drv_check_nodes(dr, NULL, 0);
+	if (dr->preflight && check_first(dr) < 0)
+		return PHX_EXIT_SETUP;
 	if (phx_drv_roles_init(&sj->j, dr->o->roles, dr->o->nroles, dr->alloc.count, dr->st.bad,
 			       dr->st.max_relaunches, err, sizeof(err)) < 0) {
 		phx_error("%s", err);
