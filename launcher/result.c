@@ -16,6 +16,7 @@
 #include <openssl/crypto.h>
 
 #include "common/hex.h"
+#include "launcher/liveness.h"
 #include "launcher/result.h"
 
 #define RESULT_VERSION "1"
@@ -281,14 +282,53 @@ int phx_lost_format(const char *node, unsigned long ms, const char *by, char *bu
 			node, ms, by);
 }
 
-int phx_lost_report_parse(const char *d, size_t n, const char *key, char *node, size_t nodelen)
+/* A datagram's line after its key, or NULL when the key is not this one. */
+static const char *keyed(const char *d, size_t n, const char *key)
 {
 	/* In constant time: a refusal's time tells a stranger nothing of the key. */
 	if (strlen(key) != PHX_LOST_KEY_HEX || n <= PHX_LOST_KEY_HEX + 1 ||
 	    n > PHX_LOST_REPORT_MAX || d[PHX_LOST_KEY_HEX] != ' ' ||
 	    CRYPTO_memcmp(d, key, PHX_LOST_KEY_HEX))
+		return NULL;
+	return d + PHX_LOST_KEY_HEX + 1;
+}
+
+int phx_lost_report_parse(const char *d, size_t n, const char *key, char *node, size_t nodelen)
+{
+	const char *line = keyed(d, n, key);
+
+	return line ? phx_lost_parse(line, n - PHX_LOST_KEY_HEX - 1, node, nodelen) : -1;
+}
+
+static const char *const alive_state[] = { "steady", "settling", "end" };
+
+int phx_alive_format(const char *node, enum phx_beat state, char *buf, size_t len)
+{
+	return snprintf(buf, len, PHX_ALIVE_PREFIX "%s %s", node, alive_state[state]);
+}
+
+int phx_alive_report_parse(const char *d, size_t n, const char *key, char *node, size_t nodelen,
+			   enum phx_beat *state)
+{
+	const char *line = keyed(d, n, key), *end = d + n, *p, *sp;
+	size_t len;
+
+	if (!line || !starts(line, end, PHX_ALIVE_PREFIX))
 		return -1;
-	return phx_lost_parse(d + PHX_LOST_KEY_HEX + 1, n - PHX_LOST_KEY_HEX - 1, node, nodelen);
+	p = line + sizeof(PHX_ALIVE_PREFIX) - 1;
+	sp = memchr(p, ' ', (size_t)(end - p));
+	if (!sp || (len = (size_t)(sp - p)) >= nodelen || !host_ok(p, len))
+		return -1;
+	for (enum phx_beat b = PHX_BEAT_STEADY; b <= PHX_BEAT_END; b++) {
+		if ((size_t)(end - sp - 1) == strlen(alive_state[b]) &&
+		    !memcmp(sp + 1, alive_state[b], strlen(alive_state[b]))) {
+			memcpy(node, p, len);
+			node[len] = '\0';
+			*state = b;
+			return 0;
+		}
+	}
+	return -1;
 }
 
 int phx_lost_parse(const char *line, size_t len, char *node, size_t nodelen)

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "launcher/liveness.h"
+
 /*
  * The line an agent prints on stderr when its workers gave up, so the
  * driver (reading srun's stderr) learns the root cause:
@@ -66,5 +68,18 @@ int phx_lost_parse(const char *line, size_t len, char *node, size_t nodelen);
 #define PHX_LOST_REPORT_MAX 1024
 /* A datagram: 0 and the lost node when it carries key and a lost line, or -1. */
 int phx_lost_report_parse(const char *d, size_t n, const char *key, char *node, size_t nodelen);
+
+/*
+ * An agent alone in its step (an elastic pool's node, a one-node role) has
+ * no peer to watch it: it beats to the driver instead, in the same kind of
+ * datagram, every --peer-timeout-ms / PHX_LIVENESS_BEATS:
+ *   KEY phalanx: alive NODE steady|settling|end
+ */
+#define PHX_ALIVE_PREFIX "phalanx: alive "
+/* The line, without key or newline; returns snprintf's value. */
+int phx_alive_format(const char *node, enum phx_beat state, char *buf, size_t len);
+/* A datagram: 0, the node and its state when it carries key and a beat, or -1. */
+int phx_alive_report_parse(const char *d, size_t n, const char *key, char *node, size_t nodelen,
+			   enum phx_beat *state);
 
 #endif

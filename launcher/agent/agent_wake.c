@@ -79,6 +79,7 @@ struct phx_agent_wake {
 	struct phx_liveness live; /* the thread's only */
 	uint64_t latest_beat_ns; /* the thread's: the most a beat went out after it was due */
 	bool watching; /* beats on (a timeout, and peers) */
+	bool to_driver; /* alone in its step: it beats to the driver instead */
 	bool threaded;
 	pthread_t thread;
 };
@@ -132,12 +133,6 @@ static void send_to(struct phx_agent_wake *w, uint32_t rank, const char *magic, 
 	/* Best effort: a lost wake leaves that agent to its tick, a lost beat is one of several. */
 	(void)sendto(w->fd, &m, sizeof(m), MSG_DONTWAIT, (struct sockaddr *)&w->peers[rank],
 		     sizeof(w->peers[rank]));
-}
-
-static void beat(struct phx_agent_wake *w, enum phx_beat what)
-{
-	for (unsigned i = 0; i < w->live.n; i++)
-		send_to(w, phx_liveness_target(&w->live, i), magic_beat[what], 0);
 }
 
 static void heard_wake(struct phx_agent_wake *w, uint64_t round)
@@ -198,6 +193,20 @@ static void tell_driver(struct phx_agent_wake *w, const char *line, size_t n)
 			     sizeof(w->driver));
 }
 
+static void beat(struct phx_agent_wake *w, enum phx_beat what)
+{
+	char line[512];
+	int n;
+
+	for (unsigned i = 0; i < w->live.n; i++)
+		send_to(w, phx_liveness_target(&w->live, i), magic_beat[what], 0);
+	if (!w->to_driver)
+		return;
+	n = phx_alive_format(w->node, what, line, sizeof(line));
+	if (n > 0 && (size_t)n < sizeof(line))
+		tell_driver(w, line, (size_t)n);
+}
+
 /* One line per silent agent, in one write: the driver reads them from srun's stderr. */
 static void report_silent(struct phx_agent_wake *w, uint64_t now)
 {
@@ -234,7 +243,7 @@ static void *watch_thread(void *arg)
 		bool drained = receive(w);
 		int timeout = -1;
 
-		if (w->watching) {
+		if (w->watching || w->to_driver) {
 			if (now >= next) {
 				beat(w, atomic_load(&w->settling) ? PHX_BEAT_SETTLING
 								  : PHX_BEAT_STEADY);
@@ -242,7 +251,7 @@ static void *watch_thread(void *arg)
 					w->latest_beat_ns = now - next;
 				next = now + interval;
 			}
-			if (drained)
+			if (drained && w->watching)
 				report_silent(w, now);
 			timeout = drained ? (int)((next - now + 999999u) / 1000000u) : 0;
 		} else if (!drained) {
@@ -263,7 +272,7 @@ static void *watch_thread(void *arg)
 		}
 	}
 	/* Ending: the watchers are not to take the silence for a death. */
-	if (w->watching)
+	if (w->watching || w->to_driver)
 		beat(w, PHX_BEAT_END);
 	if (w->watching && w->latest_beat_ns > w->live.timeout_ns / 3)
 		phx_warn("the liveness beats on %s went out up to %llu ms late (its CPUs were "
@@ -338,7 +347,10 @@ static void find_driver(struct phx_agent_wake *w)
 	unsetenv(PHX_LOST_ENV);
 }
 
-/* Beats on when asked for and someone is there to watch; every agent gets the same answer. */
+/*
+ * Beats on when asked for and someone is there to watch; every agent gets
+ * the same answer. An agent alone in a role's step has the driver watch it.
+ */
 static void watch_start(struct phx_agent *a, struct phx_agent_wake *w)
 {
 	unsigned timeout_ms = (unsigned)a->o->peer_timeout_ms;
@@ -346,6 +358,11 @@ static void watch_start(struct phx_agent *a, struct phx_agent_wake *w)
 	phx_liveness_init(&w->live, w->me, w->size, (uint64_t)timeout_ms * 1000000u,
 			  phx_now_ns(CLOCK_MONOTONIC));
 	w->watching = timeout_ms && w->live.n;
+	w->to_driver = timeout_ms && !w->live.n && a->o->step_role && w->driver.sin_port;
+	if (w->to_driver)
+		phx_info("role %s on %s: alone in its step, its agent beats to the driver, which "
+			 "takes %u ms of silence for the node's loss (--peer-timeout-ms)",
+			 a->o->step_role, a->node, timeout_ms);
 	if (w->watching && a->pmix.me.rank == 0)
 		phx_info("the agents watch each other: a node whose agent is silent for %u ms is "
 			 "lost (--peer-timeout-ms)",
@@ -376,8 +393,8 @@ void phx_agent_wake_connect(struct phx_agent *a, const unsigned *ports, const ch
 		if (r != w->me && resolve(a->addrs[r], ports[r], &w->peers[r]) < 0)
 			w->peers[r].sin_port = 0;
 	}
-	watch_start(a, w);
 	find_driver(w);
+	watch_start(a, w);
 	if (phx_agent_pump_add(a, &source) < 0)
 		goto off;
 	w->threaded = pthread_create(&w->thread, NULL, watch_thread, w) == 0;

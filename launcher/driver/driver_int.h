@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/hostlist.h"
+#include "launcher/liveness.h"
 #include "launcher/output.h"
 #include "launcher/result.h"
 #include "launcher/driver/driver_plan.h"
@@ -55,6 +56,8 @@ struct driver {
 	struct phx_drv_lost *lost; /* the agents' lost-node reports; NULL: stderr only */
 	const char *lost_env; /* role steps: one report key for all their steps */
 	struct phx_drv_xrdv *xrdv; /* role steps: the cross-role rendezvous */
+	uint64_t *alive_ms; /* [alloc], role steps: a lone agent's last beat; 0: none yet */
+	enum phx_beat *alive_state; /* [alloc]: what it said */
 };
 
 /* One attempt: srun and what it said. */

@@ -85,10 +85,10 @@ int phx_drv_lost_fd(const struct phx_drv_lost *l)
 	return l ? l->fd : -1;
 }
 
-void phx_drv_lost_read(struct phx_drv_lost *l, void (*found)(void *arg, const char *node),
-		       void *arg)
+void phx_drv_lost_read(struct phx_drv_lost *l, const struct phx_drv_lost_ops *ops, void *arg)
 {
 	char d[PHX_LOST_REPORT_MAX + 1], node[256];
+	enum phx_beat state;
 
 	/* Bounded: a flood is read in batches, one datagram costs one compare. */
 	for (int i = 0; l && l->key[0] && i < 64; i++) {
@@ -96,9 +96,14 @@ void phx_drv_lost_read(struct phx_drv_lost *l, void (*found)(void *arg, const ch
 
 		if (n < 0)
 			return;
-		if (n <= PHX_LOST_REPORT_MAX &&
-		    phx_lost_report_parse(d, (size_t)n, l->key, node, sizeof(node)) == 0)
-			found(arg, node);
+		if (n > PHX_LOST_REPORT_MAX)
+			continue;
+		if (phx_lost_report_parse(d, (size_t)n, l->key, node, sizeof(node)) == 0)
+			ops->found(arg, node);
+		else if (phx_alive_report_parse(d, (size_t)n, l->key, node, sizeof(node), &state) ==
+				 0 &&
+			 ops->alive)
+			ops->alive(arg, node, state);
 	}
 }
 

@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The driver's end of the agents' lost-node reports (driver_lost.c): a UDP
- * socket on the driver's node. Each step gets a fresh key in its agents'
- * environment (PHX_LOST_ENV of launcher/result.h, not on the command line, which every user of
- * the node can read), so a report from an earlier step or from a stranger
- * is dropped. The agents also print the report on stderr; the datagram
- * does not wait behind the workers' output in srun's.
+ * socket on the driver's node, which also hears the beats of agents alone
+ * in their step (role steps). Each step (role steps: the job) gets a
+ * fresh key in its agents' environment (PHX_LOST_ENV of launcher/result.h,
+ * not on the command line, which every user of the node can read), so a
+ * report from an earlier step or from a stranger is dropped. The agents
+ * also print the report on stderr; the datagram does not wait behind the
+ * workers' output in srun's.
  */
 #ifndef PHX_DRIVER_LOST_H
 #define PHX_DRIVER_LOST_H
 
 #include <stddef.h>
+
+#include "launcher/liveness.h"
 
 struct phx_drv_lost;
 
@@ -19,9 +23,13 @@ struct phx_drv_lost *phx_drv_lost_open(void);
 /* A new key for the next step; the value of PHX_LOST_ENV for its agents. */
 const char *phx_drv_lost_rekey(struct phx_drv_lost *l);
 int phx_drv_lost_fd(const struct phx_drv_lost *l);
-/* Each pending report with the current key: found(arg, node). Bounded per call. */
-void phx_drv_lost_read(struct phx_drv_lost *l, void (*found)(void *arg, const char *node),
-		       void *arg);
+struct phx_drv_lost_ops {
+	void (*found)(void *arg, const char *node); /* an agent reports node lost */
+	void (*alive)(void *arg, const char *node, enum phx_beat state); /* a lone agent beats */
+};
+
+/* Each pending datagram with the current key, to ops. Bounded per call. */
+void phx_drv_lost_read(struct phx_drv_lost *l, const struct phx_drv_lost_ops *ops, void *arg);
 void phx_drv_lost_close(struct phx_drv_lost *l);
 
 /*

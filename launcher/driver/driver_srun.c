@@ -247,6 +247,9 @@ int phx_drv_step_start(struct driver *dr, struct step *s)
 	}
 	s->err_fd = p[0];
 	fcntl(s->err_fd, F_SETFL, O_NONBLOCK);
+	/* A new agent on each node: watched once it beats. */
+	for (size_t k = 0; dr->alive_ms && k < s->n; k++)
+		dr->alive_ms[s->idx[k]] = 0;
 	return 0;
 }
 
@@ -367,6 +370,11 @@ struct lost_to {
 	size_t n;
 };
 
+static void route_lost(void *arg, const char *node);
+static void route_alive(void *arg, const char *node, enum phx_beat state);
+
+static const struct phx_drv_lost_ops lost_ops = { route_lost, route_alive };
+
 static void route_lost(void *arg, const char *node)
 {
 	struct lost_to *to = arg;
@@ -377,6 +385,46 @@ static void route_lost(void *arg, const char *node)
 			if (to->steps[k]->idx[j] == (size_t)i && !to->steps[k]->ended)
 				note_lost(to->steps[k], node);
 		}
+	}
+}
+
+static void route_alive(void *arg, const char *node, enum phx_beat state)
+{
+	struct lost_to *to = arg;
+	long i = phx_drv_alloc_index(to->dr, node);
+
+	if (i < 0 || !to->dr->alive_ms)
+		return;
+	to->dr->alive_ms[i] = phx_drv_now_ms();
+	to->dr->alive_state[i] = state;
+}
+
+/*
+ * An agent alone in its role's step has no peer to watch it: the driver
+ * does, as a peer would (launcher/liveness.h), once it has heard it.
+ */
+static void check_alone(struct driver *dr, struct step **steps, size_t n, uint64_t now)
+{
+	uint64_t timeout = dr->alive_ms ? (uint64_t)dr->o->peer_timeout_ms : 0;
+
+	for (size_t k = 0; timeout && k < n; k++) {
+		struct step *s = steps[k];
+		size_t i = s->idx[0];
+		uint64_t limit = timeout, quiet;
+
+		if (s->ended || s->killed || !s->role || s->n != 1 || !dr->alive_ms[i] ||
+		    dr->alive_state[i] == PHX_BEAT_END)
+			continue;
+		if (dr->alive_state[i] == PHX_BEAT_SETTLING)
+			limit *= PHX_LIVENESS_SETTLE_FACTOR;
+		quiet = now - dr->alive_ms[i];
+		if (quiet <= limit)
+			continue;
+		phx_warn("lost %s: no beat from its agent for %llu ms (watched from the driver); "
+			 "the node is dead, hung or cut off",
+			 dr->alloc.names[i], (unsigned long long)quiet);
+		dr->alive_ms[i] = 0;
+		note_lost(s, dr->alloc.names[i]);
 	}
 }
 
@@ -430,8 +478,9 @@ struct step *phx_drv_steps_watch(struct driver *dr, struct step **steps, size_t 
 		if (pf[0].revents)
 			on_signals(dr, steps, n);
 		if (pf[1].revents)
-			phx_drv_lost_read(dr->lost, route_lost, &to);
+			phx_drv_lost_read(dr->lost, &lost_ops, &to);
 		now = phx_drv_now_ms();
+		check_alone(dr, steps, n, now);
 		for (size_t k = 0; k < n; k++) {
 			struct step *s = steps[k];
 

@@ -410,6 +410,10 @@ static int setup_roles(struct steps_job *sj)
 			  "not start (see above); is this node's IPv4 address up?");
 		return PHX_EXIT_SETUP;
 	}
+	dr->alive_ms = calloc(dr->alloc.count, sizeof(*dr->alive_ms));
+	dr->alive_state = calloc(dr->alloc.count, sizeof(*dr->alive_state));
+	if (!dr->alive_ms || !dr->alive_state)
+		return PHX_EXIT_SETUP;
 	/* srun passes the environment on to every step's agents. */
 	setenv(PHX_XRDV_ENV, phx_drv_xrdv_env(dr->xrdv), 1);
 	dr->lost_env = phx_drv_lost_rekey(dr->lost);
@@ -468,5 +472,9 @@ out:
 	phx_drv_roles_free(&sj.j);
 	phx_drv_xrdv_close(dr->xrdv);
 	dr->xrdv = NULL;
+	free(dr->alive_ms);
+	free(dr->alive_state);
+	dr->alive_ms = NULL;
+	dr->alive_state = NULL;
 	return rc;
 }

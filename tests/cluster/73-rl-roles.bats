@@ -9,7 +9,8 @@
 # refilled from the shared spare. A trainer node killed: the trainer alone
 # relaunches on its own spare from its checkpoint; the rollouts keep their
 # processes and reconnect. A rollout node whose worker is stopped: found by
-# its heartbeats, handled as a loss.
+# its heartbeats, handled as a loss. A rollout worker killed on a healthy
+# node: that node's step alone is relaunched.
 #
 # lab-nodes: 6
 
@@ -86,6 +87,8 @@ synced_after()
 	wait_for 120 synced_after "$(trainer_iter)" 2
 	i1=$(trainer_iter)
 	echo "# rollout node killed to the spare's rollout joined: $(echo "$t1 - $t0" | bc) s; trainer iterations meanwhile $i0 -> $i1" >&3
+	# Alone in its step, node5's agent had the driver watch its beats.
+	has 'lost node5: no beat from its agent for [0-9]* ms (watched from the driver)'
 	has 'role rollout takes a shared spare'
 	has 'starting role rollout on 1 node(s) node6 '
 	# The trainer kept its processes and its iterations.
@@ -116,6 +119,15 @@ synced_after()
 	t1=$(first_seen 'role rollout goes on with 1 node(s)' 120)
 	echo "# rollout worker stopped to the pool going on without its node: $(echo "$t1 - $t0" | bc) s (--hang-timeout 6)" >&3
 	wait_for 120 synced_after "$(trainer_iter)" 1
+	[ "$(grep -c 'rl trainer start' "$OUT")" -eq 2 ]
+
+	# A rollout worker dies on a healthy node: that node's step alone again.
+	p3=$(rollout_pid 3)
+	kill -9 "$p3"
+	wait_for 60 has 'role rollout: its workers failed (exit [0-9]*); relaunching it (1 of'
+	wait_for 120 synced_after "$(trainer_iter)" 1
+	[ "$(grep -c 'starting role rollout on 1 node(s) node3 ' "$OUT")" -eq 2 ]
+	[ "$(rollout_pid 3)" != "$p3" ]
 	[ "$(grep -c 'rl trainer start' "$OUT")" -eq 2 ]
 
 	touch "$ck/stop"

@@ -20,6 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct phx_result r, back;
 	char line[4096], node[64];
+	enum phx_beat beat;
 	int n;
 
 	if (phx_result_parse((const char *)data, size, &r) == 0) {
@@ -57,5 +58,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					       PHX_LOST_KEY_HEX + 1) &&
 				       node[0],
 			       "lost report without the key");
+	/* A beat counts only with the key, and names a node and a state it knows. */
+	if (phx_alive_report_parse((const char *)data, size, "0123456789abcdef0123456789abcdef",
+				   node, sizeof(node), &beat) == 0)
+		phx_fuzz_check(size > PHX_LOST_KEY_HEX + 1 &&
+				       !memcmp(data, "0123456789abcdef0123456789abcdef ",
+					       PHX_LOST_KEY_HEX + 1) &&
+				       node[0] && beat <= PHX_BEAT_END,
+			       "alive report without the key");
 	return 0;
 }

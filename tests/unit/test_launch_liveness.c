@@ -193,6 +193,42 @@ static void test_lost_report(void **state)
 	assert_int_equal(phx_lost_report_parse(d, sizeof(d), key, node, sizeof(node)), -1);
 }
 
+/* An agent alone in its step beats to the driver: node and state, with the key only. */
+static void test_alive_report(void **state)
+{
+	const char *key = "00112233445566778899aabbccddeeff";
+	char d[PHX_LOST_REPORT_MAX + 8], node[256];
+	enum phx_beat b;
+	int n;
+
+	(void)state;
+	for (enum phx_beat want = PHX_BEAT_STEADY; want <= PHX_BEAT_END; want++) {
+		n = snprintf(d, sizeof(d), "%s ", key);
+		n += phx_alive_format("node7", want, d + n, sizeof(d) - (size_t)n);
+		assert_int_equal(phx_alive_report_parse(d, (size_t)n, key, node, sizeof(node), &b),
+				 0);
+		assert_string_equal(node, "node7");
+		assert_int_equal(b, want);
+		/* Not a lost report, whatever it names. */
+		assert_int_equal(phx_lost_report_parse(d, (size_t)n, key, node, sizeof(node)), -1);
+	}
+	/* Another key, a state it does not know, a state cut short, trailing bytes. */
+	assert_int_equal(phx_alive_report_parse(d, (size_t)n, "00112233445566778899aabbccddeefe",
+						node, sizeof(node), &b),
+			 -1);
+	n = snprintf(d, sizeof(d), "%s phalanx: alive node7 dead", key);
+	assert_int_equal(phx_alive_report_parse(d, (size_t)n, key, node, sizeof(node), &b), -1);
+	n = snprintf(d, sizeof(d), "%s phalanx: alive node7 stead", key);
+	assert_int_equal(phx_alive_report_parse(d, (size_t)n, key, node, sizeof(node), &b), -1);
+	n = snprintf(d, sizeof(d), "%s phalanx: alive node7 steady\n", key);
+	assert_int_equal(phx_alive_report_parse(d, (size_t)n, key, node, sizeof(node), &b), -1);
+	n = snprintf(d, sizeof(d), "%s phalanx: alive node:7 steady", key);
+	assert_int_equal(phx_alive_report_parse(d, (size_t)n, key, node, sizeof(node), &b), -1);
+	/* A node name longer than the caller's room. */
+	n = snprintf(d, sizeof(d), "%s phalanx: alive node7 steady", key);
+	assert_int_equal(phx_alive_report_parse(d, (size_t)n, key, node, 5, &b), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -204,6 +240,7 @@ int main(void)
 		cmocka_unit_test(test_one_agent_watches_none),
 		cmocka_unit_test(test_lost_line),
 		cmocka_unit_test(test_lost_report),
+		cmocka_unit_test(test_alive_report),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
