@@ -965,11 +965,20 @@ static int expand_for(struct phx_agent *a, const char *node, const char *pattern
 	if (!pattern || !*pattern)
 		return 0;
 	rc = phx_health_expand(pattern, &ctx, out, len);
-	if (rc < 0)
+	if (rc < 0) {
 		phx_error("checkpoint directory '%s' does not expand on %s: %s (%%j needs a Slurm "
 			  "job)",
 			  pattern, a->node, strerror(-rc));
-	return rc;
+		return rc;
+	}
+	/* Roles in steps of their own save and restore apart: a folder each. */
+	if (a->o->step_role && strlen(out) + strlen(a->o->step_role) + 2 > len) {
+		phx_error("checkpoint directory '%s/%s' is too long", out, a->o->step_role);
+		return -ENAMETOOLONG;
+	}
+	if (a->o->step_role)
+		strcat(strcat(out, "/"), a->o->step_role);
+	return 0;
 }
 
 static int expand(struct phx_agent *a, const char *pattern, char *out, size_t len)

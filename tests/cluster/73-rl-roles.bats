@@ -21,14 +21,18 @@ setup_file()
 {
 	require_lab
 	need_launch_lab 6 || return 1
+	use_python_module
 	export PHX_LIBPHALANX=$PHX_BUILD_DIR/checkpoint/lib/.libs/libphalanx.so
 	export RL=$BATS_TEST_DIRNAME/rl_job.py
 	export JOB_NAME=phx-rl-tests
+	# Inside node I the lab's nodetmp is node I's own directory.
+	export LAB_DIR=$(dirname "$(dirname "$SLURM_CONF")")
 }
 
 teardown()
 {
 	reset_nodes
+	rm -rf "$LAB_DIR"/nodes/node*/tmp/"$RUN"
 }
 
 # first_seen RE TIMEOUT: waits for RE in the job's output, prints when it was seen.
@@ -65,10 +69,15 @@ synced_after()
 }
 
 @test "RL roles: a rollout node lost costs the trainer nothing; a trainer node lost relaunches the trainer alone; a hung rollout is a loss" {
-	local ck=$BATS_TEST_TMPDIR/ckpt script=$BATS_TEST_TMPDIR/job.sh t0 t1 i0 i1 p3 p6
+	local ck=$BATS_TEST_TMPDIR/ckpt script=$BATS_TEST_TMPDIR/job.sh conf=$BATS_TEST_TMPDIR/phalanx.yaml
+	local t0 t1 i0 i1 p3 p6
+	RUN=rl$$
 	mkdir -p "$ck"
-	driver_script --nproc-per-node 1 --hang-timeout 6 \
-		--role "trainer:nodes=2:spares=1:cmd=/usr/bin/python3 $RL trainer --ckpt-dir $ck --iters 100000 --stop-file $ck/stop --iter-sleep 0.1" \
+	# Phalanx's checkpoints every 5 iterations, in every tier.
+	every_tier_conf "$conf" "$LAB_DIR/nodetmp/$RUN/%n" "$ck/shared" </dev/null
+	sed -i 's/^  interval: 10$/  interval: 5/' "$conf"
+	driver_script --config "$conf" --nproc-per-node 1 --hang-timeout 6 \
+		--role "trainer:nodes=2:spares=1:cmd=/usr/bin/python3 $RL trainer --phalanx --iters 100000 --stop-file $ck/stop --iter-sleep 0.1" \
 		--role "rollout:nodes=1-2:max-restarts=0:cmd=/usr/bin/python3 $RL rollout --gen-sleep 0.1" \
 		>"$script"
 	sbatch_driver 6 "$script"
@@ -111,6 +120,10 @@ synced_after()
 	# The rollouts kept their processes and reconnected.
 	[ "$(rollout_pid 3)" = "$p3" ]
 	[ "$(rollout_pid 6)" = "$p6" ]
+	# The trainer's checkpoints are the trainer's own; the rollouts saved none.
+	ls "$ck/shared/trainer" | grep -q '^gen-'
+	[ ! -e "$ck/shared/rollout" ]
+	ls "$LAB_DIR/nodes/node1/tmp/$RUN/node1/trainer" | grep -q '^gen-'
 
 	# A rollout's worker stops (SIGSTOP): no heartbeat progress, a loss.
 	t0=$(date +%s.%N)

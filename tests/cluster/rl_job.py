@@ -5,7 +5,8 @@ a trainer role (DDP over gloo) and a rollout role, which exchange weights and
 samples in a cross-role gloo group ("sync") that they form again whenever
 the job's processes change.
 
-  rl_job.py trainer --ckpt-dir DIR --iters N [--iter-sleep S] [--stop-file F]
+  rl_job.py trainer (--ckpt-dir DIR | --phalanx) --iters N [--iter-sleep S]
+                    [--stop-file F]
   rl_job.py rollout [--gen-sleep S]
   (both: [--sync-timeout S], seconds a sync group's forming or collective
   may take before it counts as failed, default 10)
@@ -19,7 +20,10 @@ the outcome to the other trainer ranks, which so never wait on a sync. A
 sync group that cannot form or fails is logged and formed again (in a
 thread: the iterations go on meanwhile, with the last samples). Rank 0
 saves {model, optimizer, iteration} to DIR/ckpt.pt every 5 iterations;
-every rank resumes from it; the trainer exits 0 after --iters iterations
+every rank resumes from it; with --phalanx every rank saves and restores
+through Phalanx's checkpoint engine instead (phalanx.pytorch, every
+checkpoint.interval iterations, PHALANX_LIBRARY and PYTHONPATH as for
+tests/demo/train.py); the trainer exits 0 after --iters iterations
 counted across restarts, or after the first iteration that finds the
 --stop-file (rank 0 looks; a checkpoint of that iteration is saved).
 
@@ -414,11 +418,23 @@ def trainer(args):
     model = nn.Linear(IN, OUT)
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    os.makedirs(args.ckpt_dir, exist_ok=True)
-    ckpt = os.path.join(args.ckpt_dir, "ckpt.pt")
+    phx, ckpt, state = None, None, None
+    if args.phalanx:
+        import phalanx
+        import phalanx.pytorch as pp
+
+        phx = phalanx.Phalanx()
+        got = phx.restore()
+        if got is not None:
+            state = pp.decode(got[1])
+            del got
+    else:
+        os.makedirs(args.ckpt_dir, exist_ok=True)
+        ckpt = os.path.join(args.ckpt_dir, "ckpt.pt")
+        if os.path.exists(ckpt):
+            state = torch.load(ckpt, map_location="cpu")
     start, restored = 1, 0
-    if os.path.exists(ckpt):
-        state = torch.load(ckpt, map_location="cpu")
+    if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start, restored = int(state["iter"]) + 1, 1
@@ -465,7 +481,11 @@ def trainer(args):
             say(f"rl trainer iter {it} epoch {int(head[1])} synced {int(head[0])} "
                 f"samples_from {int(head[2])}")
         hb.beat(it)
-        if it % CKPT_EVERY == 0 or stop:
+        if phx is not None:
+            if phx.should_save(it) or stop:
+                pp.save(phx, it, {"model": model.state_dict(), "opt": opt.state_dict(),
+                                  "iter": it}, busy="wait")
+        elif it % CKPT_EVERY == 0 or stop:
             if rank == 0:
                 save_atomic({"model": model.state_dict(), "opt": opt.state_dict(), "iter": it},
                             ckpt)
@@ -646,7 +666,10 @@ def main():
     ap = argparse.ArgumentParser(description="a toy RL job: trainer and rollout roles")
     sub = ap.add_subparsers(dest="role", required=True)
     t = sub.add_parser("trainer")
-    t.add_argument("--ckpt-dir", required=True)
+    how = t.add_mutually_exclusive_group(required=True)
+    how.add_argument("--ckpt-dir", help="torch.save to DIR/ckpt.pt every 5 iterations")
+    how.add_argument("--phalanx", action="store_true",
+                     help="save and restore through Phalanx's checkpoint engine")
     t.add_argument("--iters", type=int, required=True)
     t.add_argument("--iter-sleep", type=float, default=0.1)
     t.add_argument("--stop-file", help="stop after the iteration that finds this file")
