@@ -28,6 +28,10 @@
 #include "launcher/xrdv.h"
 
 #define END_GRACE_MS 10000 /* the job is done: the other roles' time to see it and exit */
+#define RETRY_FIRST_MS 1000 /* a role's step again after its workers failed: 1 s, 2 s, ... */
+#define RETRY_MAX_MS 30000
+#define LAUNCH_PAUSE_MS 2000 /* a launch that failed with no node lost: again after this, */
+#define LAUNCH_TRIES 90 /* uncounted this many times (a step on the node may still end) */
 #define XRDV_PORT_BASE 20000 /* cross-role ports: below Linux's ephemeral range */
 #define XRDV_PORT_SPAN 12000
 
@@ -36,12 +40,22 @@ enum role_end { ROLE_ON = 0, ROLE_DONE, ROLE_FAILED };
 struct role_run {
 	enum role_end end;
 	unsigned failures; /* worker failures relaunched (node losses are driver_roles.c's) */
+	unsigned launch_tries; /* launches in a row that failed with no node lost */
 	unsigned same; /* of them in a row with the same message */
 	char last_msg[PHX_RESULT_MSG_MAX + 1];
 };
 
+/* A role's step to start again later: its whole step, or an elastic pool's node. */
+struct later {
+	size_t role;
+	size_t node; /* PHX_DRV_NO_NODE: the role's nodes */
+	uint64_t at;
+};
+
 struct steps_job {
 	struct driver *dr;
+	struct later *later;
+	size_t nlater;
 	struct phx_drv_roles j;
 	struct role_run rr[PHX_ROLE_MAX];
 	struct step **steps; /* running */
@@ -264,6 +278,81 @@ static void after_loss(struct steps_job *sj, size_t r, const struct step *s)
 	publish(sj);
 }
 
+/* Role r's step s again in wait_ms: the same elastic pool node, or the role's nodes. */
+static void start_later(struct steps_job *sj, size_t r, const struct step *s, uint64_t wait_ms)
+{
+	struct later *grown = realloc(sj->later, (sj->nlater + 1) * sizeof(*grown));
+
+	if (!grown) {
+		phx_error("out of memory: role %s is not relaunched", sj->j.role[r].name);
+		return;
+	}
+	sj->later = grown;
+	sj->later[sj->nlater++] = (struct later){
+		.role = r,
+		.node = is_elastic(&sj->j.role[r]) ? s->idx[0] : PHX_DRV_NO_NODE,
+		.at = phx_drv_now_ms() + wait_ms,
+	};
+}
+
+/* When the next step is due to start again; 0: none. */
+static uint64_t next_later(const struct steps_job *sj)
+{
+	uint64_t at = 0;
+
+	for (size_t k = 0; k < sj->nlater; k++) {
+		if (!at || sj->later[k].at < at)
+			at = sj->later[k].at;
+	}
+	return at;
+}
+
+/* Starts the steps that are due, where their role still has the nodes. */
+static void run_later(struct steps_job *sj)
+{
+	uint64_t now = phx_drv_now_ms();
+	bool started = false;
+
+	for (size_t k = 0; k < sj->nlater;) {
+		struct later l = sj->later[k];
+
+		if (l.at > now) {
+			k++;
+			continue;
+		}
+		sj->later[k] = sj->later[--sj->nlater];
+		if (sj->finishing || sj->dr->stop_sig || sj->dr->preempted ||
+		    sj->rr[l.role].end != ROLE_ON || sj->j.role[l.role].state != PHX_ROLE_RUNNING)
+			continue;
+		sj->j.role[l.role].epoch++;
+		if (l.node == PHX_DRV_NO_NODE)
+			role_start(sj, l.role);
+		else if (sj->j.owner[l.node] == (int)l.role && !sj->dr->st.bad[l.node])
+			unit_start(sj, l.role, &l.node, 1);
+		started = true;
+	}
+	if (started)
+		publish(sj);
+}
+
+/*
+ * srun said the launch failed and no node is lost: most likely a step of
+ * the role that just ended still ends on a node (its PMIx server holds its
+ * socket there). Tried again after a pause, uncounted, for a while.
+ */
+static bool launch_again(struct steps_job *sj, size_t r, const struct step *s)
+{
+	struct role_run *rr = &sj->rr[r];
+
+	if (!s->launch_failed || ++rr->launch_tries > LAUNCH_TRIES)
+		return false;
+	phx_warn("role %s: the step's launch failed (srun's lines above) and no node is lost: "
+		 "trying again in %d s (try %u of %d)",
+		 sj->j.role[r].name, LAUNCH_PAUSE_MS / 1000, rr->launch_tries, LAUNCH_TRIES);
+	start_later(sj, r, s, LAUNCH_PAUSE_MS);
+	return true;
+}
+
 /* The workers of s gave up on a healthy node: the role's step again, or the role ends. */
 static void after_failure(struct steps_job *sj, size_t r, const struct step *s)
 {
@@ -271,6 +360,7 @@ static void after_failure(struct steps_job *sj, size_t r, const struct step *s)
 	struct phx_drv_role *x = &sj->j.role[r];
 	const char *msg = s->have_result ? s->result.msg : "";
 	unsigned limit = sj->dr->st.same_limit;
+	uint64_t wait_ms;
 
 	rr->same = msg[0] && !strcmp(msg, rr->last_msg) ? rr->same + 1 : 1;
 	snprintf(rr->last_msg, sizeof(rr->last_msg), "%s", msg);
@@ -288,13 +378,13 @@ static void after_failure(struct steps_job *sj, size_t r, const struct step *s)
 		publish(sj);
 		return;
 	}
-	phx_warn("role %s: its workers failed (exit %d%s%s); relaunching it (%u of %u)", x->name,
-		 s->status, msg[0] ? ": " : "", msg, rr->failures, x->max_relaunches);
+	wait_ms = RETRY_FIRST_MS << (rr->failures < 6 ? rr->failures - 1 : 5);
+	wait_ms = wait_ms < RETRY_MAX_MS ? wait_ms : RETRY_MAX_MS;
+	phx_warn("role %s: its workers failed (exit %d%s%s); relaunching it in %llu s (%u of %u)",
+		 x->name, s->status, msg[0] ? ": " : "", msg, (unsigned long long)wait_ms / 1000,
+		 rr->failures, x->max_relaunches);
 	x->epoch++;
-	if (is_elastic(x))
-		unit_start(sj, r, s->idx, s->n);
-	else
-		role_start(sj, r);
+	start_later(sj, r, s, wait_ms);
 	publish(sj);
 }
 
@@ -365,8 +455,10 @@ static void step_ended(struct steps_job *sj, struct step *s)
 		; /* a donor's step: its node serves another role now */
 	else if (s->status == 0)
 		after_done(sj, r);
-	else
+	else if (!launch_again(sj, r, s))
 		after_failure(sj, r, s);
+	if (!s->launch_failed)
+		sj->rr[r].launch_tries = 0;
 	free(s->idx);
 	free(s);
 }
@@ -452,15 +544,20 @@ int phx_drv_steps_run(struct driver *dr)
 		}
 	}
 	publish(&sj);
-	while (sj.n) {
-		struct step *s = phx_drv_steps_watch(dr, sj.steps, sj.n, sj.end_at);
+	while (sj.n || (sj.nlater && !sj.finishing && !dr->stop_sig && !dr->preempted)) {
+		uint64_t until = next_later(&sj);
+		struct step *s;
 
+		if (sj.end_at && (!until || sj.end_at < until))
+			until = sj.end_at;
+		s = phx_drv_steps_watch(dr, sj.steps, sj.n, until);
 		if (s)
 			step_ended(&sj, s);
 		else if (sj.end_at && phx_drv_now_ms() >= sj.end_at)
 			end_job(&sj, sj.rc, "its fatal roles finished; stopping the others");
-		else if (!sj.end_at)
+		else if (!until)
 			break; /* out of memory in the watch */
+		run_later(&sj);
 	}
 	rc = outcome(&sj);
 out:
@@ -469,6 +566,7 @@ out:
 		free(sj.steps[k]);
 	}
 	free(sj.steps);
+	free(sj.later);
 	phx_drv_roles_free(&sj.j);
 	phx_drv_xrdv_close(dr->xrdv);
 	dr->xrdv = NULL;

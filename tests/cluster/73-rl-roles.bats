@@ -137,7 +137,7 @@ synced_after()
 	# A rollout worker dies on a healthy node: that node's step alone again.
 	p3=$(rollout_pid 3)
 	kill -9 "$p3"
-	wait_for 60 has 'role rollout: its workers failed (exit [0-9]*); relaunching it (1 of'
+	wait_for 60 has 'role rollout: its workers failed (exit [0-9]*); relaunching it in 1 s (1 of'
 	wait_for 120 synced_after "$(trainer_iter)" 1
 	[ "$(grep -c 'starting role rollout on 1 node(s) node3 ' "$OUT")" -eq 2 ]
 	[ "$(rollout_pid 3)" != "$p3" ]
