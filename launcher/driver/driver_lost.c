@@ -85,7 +85,7 @@ int phx_drv_lost_fd(const struct phx_drv_lost *l)
 	return l ? l->fd : -1;
 }
 
-void phx_drv_lost_read(struct phx_drv_lost *l, const struct phx_drv_lost_ops *ops, void *arg)
+bool phx_drv_lost_read(struct phx_drv_lost *l, const struct phx_drv_lost_ops *ops, void *arg)
 {
 	char d[PHX_LOST_REPORT_MAX + 1], node[256];
 	enum phx_beat state;
@@ -95,7 +95,7 @@ void phx_drv_lost_read(struct phx_drv_lost *l, const struct phx_drv_lost_ops *op
 		ssize_t n = recv(l->fd, d, sizeof(d), MSG_TRUNC);
 
 		if (n < 0)
-			return;
+			return errno == EAGAIN || errno == EWOULDBLOCK;
 		if (n > PHX_LOST_REPORT_MAX)
 			continue;
 		if (phx_lost_report_parse(d, (size_t)n, l->key, node, sizeof(node)) == 0)
@@ -105,6 +105,7 @@ void phx_drv_lost_read(struct phx_drv_lost *l, const struct phx_drv_lost_ops *op
 			 ops->alive)
 			ops->alive(arg, node, state);
 	}
+	return !l || !l->key[0];
 }
 
 void phx_drv_lost_close(struct phx_drv_lost *l)

@@ -12,6 +12,7 @@
 #ifndef PHX_DRIVER_LOST_H
 #define PHX_DRIVER_LOST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "launcher/liveness.h"
@@ -28,8 +29,11 @@ struct phx_drv_lost_ops {
 	void (*alive)(void *arg, const char *node, enum phx_beat state); /* a lone agent beats */
 };
 
-/* Each pending datagram with the current key, to ops. Bounded per call. */
-void phx_drv_lost_read(struct phx_drv_lost *l, const struct phx_drv_lost_ops *ops, void *arg);
+/*
+ * Each pending datagram with the current key, to ops. Bounded per call;
+ * true once the socket is empty (only then is a silence a silence).
+ */
+bool phx_drv_lost_read(struct phx_drv_lost *l, const struct phx_drv_lost_ops *ops, void *arg);
 void phx_drv_lost_close(struct phx_drv_lost *l);
 
 /*

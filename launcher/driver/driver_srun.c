@@ -467,7 +467,7 @@ struct step *phx_drv_steps_watch(struct driver *dr, struct step **steps, size_t 
 
 	while (pf && !gone && (!until_ms || phx_drv_now_ms() < until_ms)) {
 		uint64_t now;
-		bool lost = false;
+		bool lost = false, drained;
 
 		pf[0] = (struct pollfd){ dr->sig_fd, POLLIN, 0 };
 		pf[1] = (struct pollfd){ phx_drv_lost_fd(dr->lost), POLLIN, 0 };
@@ -477,10 +477,12 @@ struct step *phx_drv_steps_watch(struct driver *dr, struct step **steps, size_t 
 		poll(pf, n + 2, 200);
 		if (pf[0].revents)
 			on_signals(dr, steps, n);
-		if (pf[1].revents)
-			phx_drv_lost_read(dr->lost, &lost_ops, &to);
+		/* A silence is judged on an empty socket: beats queued behind others are no
+		 * silence. */
+		drained = !pf[1].revents || phx_drv_lost_read(dr->lost, &lost_ops, &to);
 		now = phx_drv_now_ms();
-		check_alone(dr, steps, n, now);
+		if (drained)
+			check_alone(dr, steps, n, now);
 		for (size_t k = 0; k < n; k++) {
 			struct step *s = steps[k];
 

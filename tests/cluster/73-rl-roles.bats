@@ -31,6 +31,10 @@ setup_file()
 
 teardown()
 {
+	# A failed test shows what the driver and the roles said (not every iteration).
+	if [ -z "${BATS_TEST_COMPLETED:-}" ] && [ -n "${OUT:-}" ]; then
+		grep -v 'rl trainer iter\|gen from_iter' "$OUT" | tail -n 150 | sed 's/^/# /' >&3
+	fi
 	reset_nodes
 	rm -rf "$LAB_DIR"/nodes/node*/tmp/"$RUN"
 }
