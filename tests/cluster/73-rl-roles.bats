@@ -50,13 +50,25 @@ trainer_iter()
 	grep -o 'rl trainer iter [0-9]*' "$OUT" | tail -n 1 | awk '{ print $4 }'
 }
 
-# rollout_pid I: the PID of the rollout worker on node I (not its agent,
-# whose command line names it too).
+# rollout_pids I: the PIDs of the rollout worker on node I and of its
+# children (under PyTorch 1.x its sync loop runs in one), not its agent's,
+# whose command line names it too; the worker's first.
+rollout_pids()
+{
+	local p
+	for p in $(ip netns pids "$(lab_netns "$1")" | sort -n); do
+		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "^/usr/bin/python3 $RL rollout"; then
+			echo "$p"
+		fi
+	done
+}
+
+# rollout_pid I: the PID of the rollout worker on node I, the one its agent started.
 rollout_pid()
 {
 	local p
-	for p in $(ip netns pids "$(lab_netns "$1")"); do
-		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "^/usr/bin/python3 $RL rollout"; then
+	for p in $(rollout_pids "$1"); do
+		if [[ $(ps -o args= -p "$(ps -o ppid= -p "$p")") == *"phalanx-launch --agent"* ]]; then
 			echo "$p"
 			return 0
 		fi
@@ -131,7 +143,8 @@ synced_after()
 
 	# A rollout's worker stops (SIGSTOP): no heartbeat progress, a loss.
 	t0=$(date +%s.%N)
-	kill -STOP "$p6"
+	# shellcheck disable=SC2046
+	kill -STOP $(rollout_pids 6)
 	wait_for 120 has 'node node6 is bad (its workers stopped beating'
 	t1=$(first_seen 'role rollout goes on with 1 node(s)' 120)
 	echo "# rollout worker stopped to the pool going on without its node: $(echo "$t1 - $t0" | bc) s (--hang-timeout 6)" >&3

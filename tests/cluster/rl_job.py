@@ -83,6 +83,7 @@ import ctypes
 import datetime
 import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -662,6 +663,40 @@ def rollout(args):
         say(f"rl rollout {node} gen from_iter {it} epoch {epoch}")
 
 
+def isolated(run, args):
+    """PyTorch 1.x's TCPStore client runs a watcher thread that aborts the
+    whole process (std::terminate) when the store's host resets the
+    connection, as the trainer's rank 0 does when its step is stopped (fixed
+    in PyTorch 2). So under 1.x the rollout loop runs in a child process,
+    started again when a signal ends it: the worker the agent supervises,
+    and beats through, stays the same process."""
+    child = 0
+
+    def stop(signum, frame):
+        if child:
+            os.kill(child, signum)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    while True:
+        child = os.fork()
+        if child == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            try:
+                rc = run(args)
+            except SystemExit as e:
+                rc = e.code
+            sys.stdout.flush()
+            os._exit(rc if isinstance(rc, int) else 1)
+        _, status = os.waitpid(child, 0)
+        if os.WIFEXITED(status):
+            return os.WEXITSTATUS(status)
+        say(f"rl rollout {node_name()} sync process ended by signal "
+            f"{os.WTERMSIG(status)}; starting another")
+
+
 def main():
     ap = argparse.ArgumentParser(description="a toy RL job: trainer and rollout roles")
     sub = ap.add_subparsers(dest="role", required=True)
@@ -680,6 +715,8 @@ def main():
     args = ap.parse_args()
     if args.role == "trainer":
         return trainer(args)
+    if int(torch.__version__.split(".")[0]) < 2:
+        return isolated(rollout, args)
     return rollout(args)
 
 
