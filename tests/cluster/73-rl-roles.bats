@@ -66,9 +66,10 @@ rollout_pids()
 # rollout_pid I: the PID of the rollout worker on node I, the one its agent started.
 rollout_pid()
 {
-	local p
+	local p parent
 	for p in $(rollout_pids "$1"); do
-		if [[ $(ps -o args= -p "$(ps -o ppid= -p "$p")") == *"phalanx-launch --agent"* ]]; then
+		parent=$(awk '$1 == "PPid:" { print $2 }' "/proc/$p/status" 2>/dev/null)
+		if tr '\0' ' ' <"/proc/$parent/cmdline" 2>/dev/null | grep -q "phalanx-launch --agent"; then
 			echo "$p"
 			return 0
 		fi
