@@ -932,6 +932,23 @@ static const char *scan_tag(const char *p, const char *end, struct screen *sc)
 	}
 }
 
+/*
+ * After "<!DOCTYPE": a root name, then SYSTEM or PUBLIC and a quoted
+ * literal. hwloc's libxml2 import reads the DTD's system identifier
+ * without looking whether there is one (a DOCTYPE without it crashes it).
+ */
+static bool doctype_ok(const char *p, const char *end)
+{
+	p = skip_space(p, end);
+	while (p < end && !is_space(*p) && *p != '>' && *p != '[')
+		p++;
+	p = skip_space(p, end);
+	if (end - p < 8 || (memcmp(p, "SYSTEM", 6) && memcmp(p, "PUBLIC", 6)))
+		return false;
+	p = skip_space(p + 6, end);
+	return p < end && (*p == '"' || *p == '\'');
+}
+
 static int screen_xml(const char *buf, size_t len, char *err, size_t errlen)
 {
 	const char *p = buf, *end = buf + len;
@@ -944,6 +961,12 @@ static int screen_xml(const char *buf, size_t len, char *err, size_t errlen)
 
 		while (p < end && !is_space(*p) && *p != '>' && *p != '/' && *p != '<')
 			p++;
+		if (is_attr(name, (size_t)(p - name), "!DOCTYPE") && !doctype_ok(p, end)) {
+			snprintf(err, errlen,
+				 "its DOCTYPE names no DTD (hwloc writes <!DOCTYPE topology SYSTEM "
+				 "\"hwloc2.dtd\">)");
+			return -1;
+		}
 		object = is_attr(name, (size_t)(p - name), "object");
 		p = scan_tag(p, end, &sc);
 		if (p - name >= 8 && !memcmp(name, "topology", 8) && (p >= end || *p != '>')) {

@@ -530,6 +530,11 @@ static void test_hwloc_crashers(void **state)
 	/* A <topology tag that never closes (hwloc's own parser). */
 	expect_refused("skewed.xml", "<topology version=\"2.0\">", "<topology version=\"2.0\"/",
 		       "<topology> tag does not end");
+	/* A DOCTYPE without a system identifier (libxml2's import reads it unchecked). */
+	expect_refused("skewed.xml", "<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">",
+		       "<!DOCTYPE topology                    >", "its DOCTYPE names no DTD");
+	expect_refused("skewed.xml", "<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">",
+		       "<!DOCTYPE topology [<!ELEMENT a ANY> ]>", "its DOCTYPE names no DTD");
 }
 
 /* ------------------------------------------------------------ this machine */
