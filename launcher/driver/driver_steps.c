@@ -9,12 +9,10 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "common/log.h"
 #include "launcher/launch.h"
@@ -96,7 +94,7 @@ static const char *role_state(const struct steps_job *sj, size_t r)
 	return sj->j.role[r].state == PHX_ROLE_WAITING ? "waiting" : "running";
 }
 
-/* The rendezvous document: phalanx-launch(1), ROLES IN STEPS. */
+/* The rendezvous document: phalanx-launch(1), "Roles in steps of their own". */
 static char *document(const struct steps_job *sj)
 {
 	const struct driver *dr = sj->dr;
