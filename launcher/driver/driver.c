@@ -52,7 +52,7 @@
 /*
  * The nodes of the next step into s, after the preflight check of the
  * ones not trusted (which may exclude some, and bring in spares that are
- * checked in turn). 1: start it; 0: finished with *rc (phx_drv_requeue, stop).
+ * checked in turn). 1: start it; 0: finished with *rc (requeue, stop).
  */
 static int pick_nodes(struct driver *dr, struct step *s, bool first, int *rc)
 {

@@ -186,7 +186,7 @@ int phx_drv_requeue(struct driver *dr, const char *why)
 		phx_error(
 			"Slurm refused to requeue job %u: %s; exiting with %d, which requeues it "
 			"where slurm.conf has RequeueExit=%d (unless the job was submitted "
-			"with --no-phx_drv_requeue, from Slurm 23.11.5 on); resubmit it otherwise",
+			"with --no-requeue, from Slurm 23.11.5 on); resubmit it otherwise",
 			dr->job_id, slurm_strerror(errno), PHX_EXIT_REQUEUE, PHX_EXIT_REQUEUE);
 		free(exclude);
 		return PHX_EXIT_REQUEUE;
