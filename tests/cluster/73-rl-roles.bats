@@ -12,7 +12,9 @@
 # its heartbeats, handled as a loss. A rollout worker killed on a healthy
 # node: that node's step alone is relaunched.
 #
+# A lab of its own: 75-driver's refused-requeue test fails on six nodes.
 # lab-nodes: 6
+# lab-alone: 1
 
 load lib
 load driver_jobs
