@@ -12,7 +12,7 @@
 # its heartbeats, handled as a loss. A rollout worker killed on a healthy
 # node: that node's step alone is relaunched.
 #
-# A lab of its own: 75-driver's refused-requeue test fails on six nodes.
+# A lab of its own: its six nodes change where the other files' jobs run.
 # lab-nodes: 6
 # lab-alone: 1
 

@@ -172,7 +172,8 @@ excludes()
 	# shellcheck disable=SC2046
 	SBATCH_EXTRA=--no-requeue submit 4 --nproc-per-node 2 -- $(train)
 	wait_for 120 has 'step 20/150'
-	"$LAB_CMD" kill-node node3 >/dev/null
+	# The step's last node: the first runs the batch script, the driver.
+	"$LAB_CMD" kill-node "$(scontrol show hostnames "$(step_nodes 1)" | tail -n 1)" >/dev/null
 	wait_for 60 has '^driver exit'
 	has 'Slurm refused to requeue job [0-9]*: .*; exiting with 75'
 	has '^driver exit 75$'
