@@ -206,7 +206,9 @@ static struct step *unit_on(const struct steps_job *sj, size_t r, size_t i)
 	for (size_t k = 0; k < sj->n; k++) {
 		struct step *s = sj->steps[k];
 
-		for (size_t m = 0; role_index(sj, s) == r && m < s->n; m++) {
+		if (role_index(sj, s) != r)
+			continue;
+		for (size_t m = 0; m < s->n; m++) {
 			if (s->idx[m] == i)
 				return s;
 		}
