@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * phalanx goodput JOB: where a job's wall time went, from phalanx-ckptd's
- * ledger. phalanx goodput --model: the goodput a system with a given save
+ * ledger (and, for a job whose driver reports its roles, each role's GPU
+ * time). phalanx goodput --model: the goodput a system with a given save
  * stall and recovery time keeps at 1k, 10k and 100k GPUs.
  */
 #include "config.h"
@@ -16,6 +17,7 @@
 #include <json-c/json.h>
 
 #include "checkpoint/ckptd/goodput.h"
+#include "checkpoint/proto/role_ledger.h"
 #include "common/log.h"
 #include "cli/ckptd_request.h"
 #include "cli/cli_args.h"
@@ -193,6 +195,32 @@ static const char *text(struct json_object *o, const char *k)
 	return json_object_object_get_ex(o, k, &v) ? json_object_get_string(v) : "";
 }
 
+/* Where each role's GPU time went, when the job's driver reports its roles. */
+static void print_roles(struct json_object *r)
+{
+	struct json_object *roles;
+
+	if (!json_object_object_get_ex(r, "roles", &roles) ||
+	    !json_object_is_type(roles, json_type_array))
+		return;
+	for (size_t i = 0; i < json_object_array_length(roles); i++) {
+		struct json_object *o = json_object_array_get_idx(roles, i), *parts = NULL;
+		double total = num(o, "gpu_s");
+
+		json_object_object_get_ex(o, "parts", &parts);
+		printf("role %s: %.0f rank(s) now, %.2f GPU-seconds, goodput %.2f%%, %.0f "
+		       "failure(s)\n",
+		       text(o, "role"), num(o, "ranks"), total, 100.0 * num(o, "goodput"),
+		       num(o, "failures"));
+		for (int k = 0; k < PHX_RL_PARTS; k++) {
+			double v = parts ? num(parts, phx_rl_part_name(k)) : 0;
+
+			printf("  %-18s %12.2f GPU-s %6.2f%%\n", phx_rl_part_name(k), v,
+			       total > 0 ? 100.0 * v / total : 0.0);
+		}
+	}
+}
+
 static void print_report(struct json_object *r)
 {
 	struct json_object *parts;
@@ -225,6 +253,7 @@ static void print_report(struct json_object *r)
 			       ? "stopped"
 			       : "last decision",
 		       text(r, "reason"));
+	print_roles(r);
 }
 
 int phx_cmd_goodput(int argc, char **argv)

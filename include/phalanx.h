@@ -48,6 +48,16 @@ int phx_init(void);
  */
 int phx_heartbeat(long step);
 /*
+ * The worker waits on another role of the job (a trainer on its rollouts'
+ * samples, a rollout on the trainer's weights): phx_wait_begin() when the
+ * wait starts, phx_wait_end() when it ends. The agent counts the time as
+ * the role's "waiting" in phalanx goodput, apart from its productive time.
+ * Per thread; a second begin restarts the wait, an end without a begin
+ * does nothing. No system call. 0, or -PHX_ENOAGENT.
+ */
+int phx_wait_begin(void);
+int phx_wait_end(void);
+/*
  * Checkpoints: state is saved into shared memory that the node agent owns
  * (the stall is one memory copy); the agent persists it to the configured
  * tiers in the background and commits a generation once every rank's

@@ -331,6 +331,74 @@ int phx_alive_report_parse(const char *d, size_t n, const char *key, char *node,
 	return -1;
 }
 
+/* A count or "-" (none) into buf, for a progress line. */
+static const char *maybe(bool have, uint64_t v, char *buf, size_t len)
+{
+	if (!have)
+		return "-";
+	snprintf(buf, len, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+int phx_progress_format(const char *node, const struct phx_progress *p, char *buf, size_t len)
+{
+	char step[24], resumed[24];
+
+	return snprintf(buf, len, PHX_PROGRESS_PREFIX "%s %s %llu %s", node,
+			maybe(p->stepped, p->step, step, sizeof(step)),
+			(unsigned long long)p->wait_ms,
+			maybe(p->resumed, p->resumed_step, resumed, sizeof(resumed)));
+}
+
+/*
+ * Decimal digits (at most 19: no overflow), or "-" when dash, up to the
+ * next space or end; past it, or NULL.
+ */
+static const char *count_field(const char *p, const char *end, bool dash, bool *have, uint64_t *v)
+{
+	const char *q = p;
+
+	*v = 0;
+	*have = !(dash && end - p >= 1 && *p == '-' && (end - p == 1 || p[1] == ' '));
+	if (!*have)
+		return p + 1;
+	for (; q < end && *q != ' '; q++) {
+		if (*q < '0' || *q > '9' || q - p >= 19)
+			return NULL;
+		*v = *v * 10 + (uint64_t)(*q - '0');
+	}
+	return q > p ? q : NULL;
+}
+
+int phx_progress_report_parse(const char *d, size_t n, const char *key, char *node, size_t nodelen,
+			      struct phx_progress *out)
+{
+	const char *line = keyed(d, n, key), *end = d + n, *p, *sp;
+	struct phx_progress v = { 0 };
+	bool waited;
+	size_t len;
+
+	if (!line || !starts(line, end, PHX_PROGRESS_PREFIX))
+		return -1;
+	p = line + sizeof(PHX_PROGRESS_PREFIX) - 1;
+	sp = memchr(p, ' ', (size_t)(end - p));
+	if (!sp || (len = (size_t)(sp - p)) >= nodelen || !host_ok(p, len))
+		return -1;
+	p = count_field(sp + 1, end, true, &v.stepped, &v.step);
+	if (!p || p >= end || *p != ' ')
+		return -1;
+	p = count_field(p + 1, end, false, &waited, &v.wait_ms);
+	if (!p || p >= end || *p != ' ')
+		return -1;
+	p = count_field(p + 1, end, true, &v.resumed, &v.resumed_step);
+	if (!p || p != end)
+		return -1;
+	memcpy(node, sp - len, len);
+	node[len] = '\0';
+	*out = v;
+	return 0;
+}
+
 int phx_lost_parse(const char *line, size_t len, char *node, size_t nodelen)
 {
 	const char *p = line + sizeof(PHX_LOST_PREFIX) - 1, *end = line + len, *colon;

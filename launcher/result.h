@@ -7,6 +7,7 @@
 #ifndef PHX_LAUNCHER_RESULT_H
 #define PHX_LAUNCHER_RESULT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,5 +82,27 @@ int phx_alive_format(const char *node, enum phx_beat state, char *buf, size_t le
 /* A datagram: 0, the node and its state when it carries key and a beat, or -1. */
 int phx_alive_report_parse(const char *d, size_t n, const char *key, char *node, size_t nodelen,
 			   enum phx_beat *state);
+
+/*
+ * Every agent of a role's step tells the driver how its workers progress,
+ * for the role's goodput ledger, with its beats (at most once a second):
+ *   KEY phalanx: progress NODE STEP WAIT_MS RESUMED
+ * STEP: the lowest step its running workers reported, "-" before any did;
+ * WAIT_MS: the time its workers said they waited on another role
+ * (phx_wait_begin(3)), summed over them since the agent started;
+ * RESUMED: the saved step its workers resumed from, "-" when none.
+ */
+#define PHX_PROGRESS_PREFIX "phalanx: progress "
+struct phx_progress {
+	bool stepped; /* a worker reported a step: step holds the lowest */
+	uint64_t step;
+	uint64_t wait_ms;
+	bool resumed; /* the workers restored a checkpoint: of step resumed_step */
+	uint64_t resumed_step;
+};
+int phx_progress_format(const char *node, const struct phx_progress *p, char *buf, size_t len);
+/* A datagram: 0, the node and its progress when it carries key and a report, or -1. */
+int phx_progress_report_parse(const char *d, size_t n, const char *key, char *node, size_t nodelen,
+			      struct phx_progress *p);
 
 #endif

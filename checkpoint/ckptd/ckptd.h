@@ -26,6 +26,7 @@
 #include "checkpoint/ckptd/ckpt_interval.h"
 #include "checkpoint/ckptd/ckptd_journal.h"
 #include "checkpoint/proto/ckpt_wire.h"
+#include "checkpoint/proto/role_ledger.h"
 #include "checkpoint/ckptd/goodput.h"
 #include "checkpoint/ckptd/recovery_policy.h"
 #include "common/token.h"
@@ -68,6 +69,16 @@ struct ckptd_member {
 	int lost; /* declared lost (or Slurm showed it down) */
 };
 
+/*
+ * A role's ledger, as the job's driver reports it (role events): the newest
+ * record of the driver's run, and the totals of the earlier runs.
+ */
+struct ckptd_role {
+	struct phx_role_ledger cur;
+	uint64_t base_ms[PHX_RL_PARTS]; /* each at most PHX_RL_VALUE_MAX */
+	uint32_t base_failures;
+};
+
 /* What recovery knows of a job; journaled, so it outlives requeues and restarts. */
 struct ckptd_recovery {
 	struct phx_recovery_job rec;
@@ -87,6 +98,11 @@ struct ckptd_recovery {
 	double detect_last_s, queue_last_s, requeued_at;
 	char exclude[1024]; /* nodes the job must not run on again */
 	char reason[PHX_RECOVERY_REASON_MAX]; /* the newest decision */
+	/* A driver's roles: NULL until its first record, then room for PHX_RL_ROLES_MAX. */
+	struct ckptd_role *roles;
+	size_t nroles;
+	double roles_journaled; /* monotonic: the last record that held the roles */
+	double roles_warned; /* monotonic: ignored role records are logged once a minute */
 };
 
 struct ckptd_job {
@@ -192,6 +208,7 @@ struct ckptd {
 	double accept_paused_until; /* out of descriptors: listeners rest until then */
 	/* Failure statistics for the auto interval. */
 	double node_seconds, last_tick;
+	uint64_t journal_seen; /* journal bytes the tick last looked at for compaction */
 	uint64_t failures;
 	double node_mtbf_prior_s;
 	uint32_t max_ranks_per_user; /* ckptd.max_ranks_per_user */

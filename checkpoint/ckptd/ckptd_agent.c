@@ -339,7 +339,7 @@ static void on_driver_event(struct ckptd *d, struct ckptd_conn *c, const struct 
 	if (ckptd_recovery_driver_event(d, c, m) < 0)
 		ckptd_refuse(d, c,
 			     "event %s: a driver sends \"restart\" and \"check\" naming a node, "
-			     "and \"stop\" and \"wait\"",
+			     "and \"stop\", \"wait\" and \"role\"",
 			     m->kind);
 }
 

@@ -327,6 +327,15 @@ void ckptd_tick(struct ckptd *d)
 	if (d->last_tick > 0)
 		d->node_seconds += (now - d->last_tick) * d->agents;
 	d->last_tick = now;
+	/*
+	 * Not only commits grow the journal: recovery's records (a driver's
+	 * roles, every 30 s) do too. Looked at once per growth, so a failing
+	 * compaction is not retried (and logged) every second.
+	 */
+	if (d->journal.bytes != d->journal_seen) {
+		maybe_compact(d);
+		d->journal_seen = d->journal.bytes;
+	}
 }
 
 uint64_t ckptd_interval_for(struct ckptd *d, struct ckptd_job *j, const char **mode,
@@ -555,7 +564,7 @@ static int maybe_compact(struct ckptd *d)
 
 	for (size_t b = 0; b < CKPTD_JOB_BUCKETS; b++)
 		for (struct ckptd_job *j = d->jobs[b]; j; j = j->next) {
-			live += 256;
+			live += 256 + 256 * j->r.nroles;
 			for (size_t i = 0; i < j->ngens; i++)
 				live += j->gens[i].len + 64;
 		}

@@ -73,6 +73,7 @@ static void job_free(struct ckptd_job *j)
 	free(j->gens);
 	free(j->agents);
 	free(j->r.members);
+	free(j->r.roles);
 	if (j->registered)
 		phx_commit_job_free(&j->commit);
 	free(j);

@@ -75,6 +75,8 @@ static void journal_job(struct ckptd *d, struct ckptd_job *j)
 {
 	char *text = ckptd_recovery_record(j), err[512];
 
+	/* Every recovery record holds the roles: it counts as their journaling. */
+	j->r.roles_journaled = ckptd_now();
 	if (!text || ckptd_journal_append(&d->journal, text, strlen(text), err, sizeof(err)) < 0)
 		phx_warn("job %u: the recovery record was not journaled (%s); the goodput of "
 			 "this job may be incomplete after a restart of the daemon",
@@ -480,7 +482,10 @@ int ckptd_recovery_event(struct ckptd *d, struct ckptd_conn *c, const struct phx
 static void driver_restart(struct ckptd *d, struct ckptd_job *j, const struct phx_wire_msg *m)
 {
 	exclude_add(&j->r, m->node);
-	if (j->r.gp.phase == PHX_GP_PH_RUN)
+	/* A job with roles: each role's record has its own restart and lost work. */
+	if (j->r.nroles)
+		j->r.gp.failures++;
+	else if (j->r.gp.phase == PHX_GP_PH_RUN)
 		phx_gp_fault(&j->r.gp, ckptd_wall(), 0);
 	j->r.restarts++;
 	d->rm.restarts++;
@@ -538,11 +543,114 @@ static void driver_verdict(struct ckptd *d, struct ckptd_job *j, const struct ph
 	journal_job(d, j);
 }
 
+/* ------------------------------------------------------------------ roles */
+
+/*
+ * A driver reports every few seconds; its records are journaled when a run
+ * or a failure count changes, and otherwise at most this often, so that a
+ * restart of the daemon loses at most this much of a role's time.
+ */
+#define CKPTD_ROLE_JOURNAL_S 30.0
+#define CKPTD_ROLE_WARN_S 60.0 /* a driver sending bad records is logged this often */
+
+static struct ckptd_role *role_find(struct ckptd_recovery *r, const char *name)
+{
+	for (size_t i = 0; i < r->nroles; i++)
+		if (!strcmp(r->roles[i].cur.name, name))
+			return &r->roles[i];
+	return NULL;
+}
+
+/* Sums of runs stay within what a record holds: real ones never come near it. */
+static uint64_t add_ms(uint64_t a, uint64_t b)
+{
+	return a + b > PHX_RL_VALUE_MAX ? PHX_RL_VALUE_MAX : a + b;
+}
+
+/*
+ * l becomes its role's newest record; a record of another driver run (the
+ * job was requeued, and its new driver counts from zero) first adds the
+ * stored run's totals to the role's base.
+ */
+static void role_store(struct ckptd_role *ro, const struct phx_role_ledger *l)
+{
+	if (ro->cur.run != l->run) {
+		for (int i = 0; i < PHX_RL_PARTS; i++)
+			ro->base_ms[i] = add_ms(ro->base_ms[i], ro->cur.part_ms[i]);
+		ro->base_failures = ro->cur.failures > UINT32_MAX - ro->base_failures
+					    ? UINT32_MAX
+					    : ro->base_failures + ro->cur.failures;
+	}
+	ro->cur = *l;
+}
+
+int ckptd_recovery_role(struct ckptd *d, struct ckptd_job *j, const char *record, char *err,
+			size_t errlen)
+{
+	struct ckptd_recovery *r = &j->r;
+	struct phx_role_ledger l;
+	struct ckptd_role *ro;
+	uint64_t was = 0; /* the role's productive time in this run so far */
+	int changed = 1;
+
+	if (phx_rl_parse(record, &l, err, errlen) < 0)
+		return -1;
+	ro = role_find(r, l.name);
+	if (!ro) {
+		if (r->nroles == PHX_RL_ROLES_MAX)
+			return phx_errf(err, errlen,
+					"role %s would be one more than the %d roles a job's "
+					"ledger holds",
+					l.name, PHX_RL_ROLES_MAX);
+		if (!r->roles && !(r->roles = calloc(PHX_RL_ROLES_MAX, sizeof(*r->roles))))
+			return phx_errf(err, errlen, "out of memory");
+		ro = &r->roles[r->nroles++];
+		memset(ro, 0, sizeof(*ro));
+		ro->cur = l; /* no earlier run to add */
+	} else {
+		changed = ro->cur.run != l.run || ro->cur.failures != l.failures;
+		if (ro->cur.run == l.run)
+			was = ro->cur.part_ms[PHX_RL_PRODUCTIVE];
+	}
+	role_store(ro, &l);
+	/* Slurm's view of the job (requeue, queue time, end) follows it from now. */
+	start_ledger(j);
+	/* No commit reaches the daemon from role steps: the roles count their own lost work. */
+	phx_gp_commit(&r->gp, ckptd_wall());
+	/* A role made progress: the job has left its start-up (or restart). */
+	if (l.part_ms[PHX_RL_PRODUCTIVE] > was && r->gp.phase == PHX_GP_PH_RESTART) {
+		phx_gp_step(&r->gp, ckptd_wall());
+		changed = 1;
+	}
+	if (changed || ckptd_now() - r->roles_journaled >= CKPTD_ROLE_JOURNAL_S)
+		journal_job(d, j);
+	return 0;
+}
+
+/* The driver's roles' ledger: a record that is refused is logged, and the job goes on. */
+static void driver_role(struct ckptd *d, struct ckptd_job *j, const struct ckptd_conn *c,
+			const char *record)
+{
+	char why[512];
+
+	if (ckptd_recovery_role(d, j, record, why, sizeof(why)) == 0 ||
+	    ckptd_now() - j->r.roles_warned < CKPTD_ROLE_WARN_S)
+		return;
+	j->r.roles_warned = ckptd_now();
+	phx_warn("job %u: a role record from the driver on %s is ignored: %s", j->id, c->node, why);
+}
+
 int ckptd_recovery_driver_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m)
 {
 	struct ckptd_job *j = c->job;
 	bool job_wide = !strcmp(m->kind, "stop") || !strcmp(m->kind, "wait");
 
+	if (!strcmp(m->kind, "role")) {
+		if (m->node || !m->reason)
+			return -1;
+		driver_role(d, j, c, m->reason);
+		return 0;
+	}
 	if (!job_wide && (!m->node || (strcmp(m->kind, "restart") && strcmp(m->kind, "check"))))
 		return -1;
 	start_ledger(j);
@@ -764,6 +872,34 @@ static void add_d(struct json_object *o, const char *k, double v)
 	json_object_object_add(o, k, json_object_new_double(v));
 }
 
+/* Each role's time, its driver runs summed, in GPU-seconds (a rank is one GPU). */
+static struct json_object *roles_json(const struct ckptd_recovery *r)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < r->nroles; i++) {
+		const struct ckptd_role *ro = &r->roles[i];
+		struct json_object *o = json_object_new_object(), *parts = json_object_new_object();
+		double s[PHX_RL_PARTS], total = 0;
+
+		for (int k = 0; k < PHX_RL_PARTS; k++) {
+			s[k] = (double)(ro->base_ms[k] + ro->cur.part_ms[k]) / 1000.0;
+			total += s[k];
+			add_d(parts, phx_rl_part_name((enum phx_rl_part)k), s[k]);
+		}
+		json_object_object_add(o, "role", json_object_new_string(ro->cur.name));
+		json_object_object_add(o, "ranks", json_object_new_uint64(ro->cur.ranks));
+		json_object_object_add(
+			o, "failures",
+			json_object_new_uint64((uint64_t)ro->base_failures + ro->cur.failures));
+		add_d(o, "gpu_s", total);
+		add_d(o, "goodput", total > 0 ? s[PHX_RL_PRODUCTIVE] / total : 0);
+		json_object_object_add(o, "parts", parts);
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
 struct json_object *ckptd_goodput_json(struct ckptd *d, struct ckptd_job *j)
 {
 	struct ckptd_recovery *r = &j->r;
@@ -792,6 +928,7 @@ struct json_object *ckptd_goodput_json(struct ckptd *d, struct ckptd_job *j)
 	json_object_object_add(o, "stopped", json_object_new_boolean(r->rec.stopped));
 	json_object_object_add(o, "reason", json_object_new_string(r->reason));
 	json_object_object_add(o, "exclude", json_object_new_string(r->exclude));
+	json_object_object_add(o, "roles", roles_json(r));
 	return o;
 }
 
@@ -817,6 +954,36 @@ struct json_object *ckptd_untrusted_json(struct ckptd *d)
 
 #define US(x) ((uint64_t)((x) > 0 ? (x)*1e6 + 0.5 : 0))
 
+static struct json_object *ms_json(const uint64_t ms[PHX_RL_PARTS])
+{
+	struct json_object *a = json_object_new_array();
+
+	for (int k = 0; k < PHX_RL_PARTS; k++)
+		json_object_array_add(a, json_object_new_uint64(ms[k]));
+	return a;
+}
+
+static struct json_object *roles_record(const struct ckptd_recovery *r)
+{
+	struct json_object *a = json_object_new_array();
+
+	for (size_t i = 0; i < r->nroles; i++) {
+		const struct ckptd_role *ro = &r->roles[i];
+		struct json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "name", json_object_new_string(ro->cur.name));
+		json_object_object_add(o, "run", json_object_new_uint64(ro->cur.run));
+		json_object_object_add(o, "ranks", json_object_new_uint64(ro->cur.ranks));
+		json_object_object_add(o, "failures", json_object_new_uint64(ro->cur.failures));
+		json_object_object_add(o, "base_failures",
+				       json_object_new_uint64(ro->base_failures));
+		json_object_object_add(o, "base_ms", ms_json(ro->base_ms));
+		json_object_object_add(o, "cur_ms", ms_json(ro->cur.part_ms));
+		json_object_array_add(a, o);
+	}
+	return a;
+}
+
 char *ckptd_recovery_record(const struct ckptd_job *j)
 {
 	const struct ckptd_recovery *r = &j->r;
@@ -839,9 +1006,95 @@ char *ckptd_recovery_record(const struct ckptd_job *j)
 	for (int i = 0; i < PHX_GP_PARTS; i++)
 		json_object_array_add(parts, json_object_new_uint64(US(r->gp.part[i])));
 	json_object_object_add(o, "parts_us", parts);
+	/* Only a job with roles has the key: its other records stay as they were. */
+	if (r->nroles)
+		json_object_object_add(o, "roles", roles_record(r));
 	text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
 	json_object_put(o);
 	return text;
+}
+
+/* A role's five rank-millisecond counts, each a record's value. */
+static int ms_replay(struct json_object *o, const char *what, const char *key,
+		     uint64_t ms[PHX_RL_PARTS], char *err, size_t errlen)
+{
+	struct json_object *a;
+
+	if (phx_json_array(o, what, key, PHX_RL_PARTS, &a, NULL, err, errlen) < 0)
+		return -1;
+	if (json_object_array_length(a) != PHX_RL_PARTS)
+		return phx_errf(err, errlen, "%s: \"%s\" must hold %d numbers", what, key,
+				PHX_RL_PARTS);
+	for (int k = 0; k < PHX_RL_PARTS; k++) {
+		struct json_object *e = json_object_array_get_idx(a, (size_t)k);
+
+		if (!json_object_is_type(e, json_type_int) || json_object_get_int64(e) < 0 ||
+		    (uint64_t)json_object_get_int64(e) > PHX_RL_VALUE_MAX)
+			return phx_errf(err, errlen, "%s: \"%s\" holds a value outside 0..%llu",
+					what, key, (unsigned long long)PHX_RL_VALUE_MAX);
+		ms[k] = (uint64_t)json_object_get_int64(e);
+	}
+	return 0;
+}
+
+/*
+ * The record's roles into ro (room for PHX_RL_ROLES_MAX), *n of them; a
+ * record without the key (a job without roles, or a journal older than
+ * them) has none.
+ */
+static int roles_replay(struct json_object *o, struct ckptd_role *ro, size_t *n, char *err,
+			size_t errlen)
+{
+	static const char *const keys[] = { "name",	     "run",	"ranks",  "failures",
+					    "base_failures", "base_ms", "cur_ms", NULL };
+	const char *what = "recovery record role";
+	struct json_object *arr;
+	int present;
+
+	*n = 0;
+	if (phx_json_array(o, "recovery record", "roles", PHX_RL_ROLES_MAX, &arr, &present, err,
+			   errlen) < 0)
+		return -1;
+	if (!present)
+		return 0;
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		struct json_object *e = json_object_array_get_idx(arr, i);
+		struct phx_role_ledger back;
+		char text[PHX_WIRE_REASON_MAX + 1], why[256];
+		uint64_t run, ranks, failures, base_failures;
+		const char *name;
+
+		if (!json_object_is_type(e, json_type_object))
+			return phx_errf(err, errlen, "%s %zu is not an object", what, i);
+		memset(&ro[i], 0, sizeof(ro[i]));
+		if (phx_json_only_keys(e, what, keys, err, errlen) < 0 ||
+		    phx_json_str(e, what, "name", PHX_RL_NAME_MAX, 0, &name, NULL, err, errlen) <
+			    0 ||
+		    phx_json_u64(e, what, "run", 0, UINT64_MAX, &run, NULL, err, errlen) < 0 ||
+		    phx_json_u64(e, what, "ranks", 0, UINT32_MAX, &ranks, NULL, err, errlen) < 0 ||
+		    phx_json_u64(e, what, "failures", 0, UINT32_MAX, &failures, NULL, err, errlen) <
+			    0 ||
+		    phx_json_u64(e, what, "base_failures", 0, UINT32_MAX, &base_failures, NULL, err,
+				 errlen) < 0 ||
+		    ms_replay(e, what, "base_ms", ro[i].base_ms, err, errlen) < 0 ||
+		    ms_replay(e, what, "cur_ms", ro[i].cur.part_ms, err, errlen) < 0)
+			return -1;
+		snprintf(ro[i].cur.name, sizeof(ro[i].cur.name), "%s", name);
+		ro[i].cur.run = run;
+		ro[i].cur.ranks = (uint32_t)ranks;
+		ro[i].cur.failures = (uint32_t)failures;
+		ro[i].base_failures = (uint32_t)base_failures;
+		/* The name as a driver's record must give it: the record's own parser says. */
+		if (phx_rl_format(&ro[i].cur, text, sizeof(text)) < 0 ||
+		    phx_rl_parse(text, &back, why, sizeof(why)) < 0)
+			return phx_errf(err, errlen, "%s \"%s\": %s", what, name, why);
+		for (size_t k = 0; k < i; k++)
+			if (!strcmp(ro[k].cur.name, name))
+				return phx_errf(err, errlen, "%s \"%s\" is there twice", what,
+						name);
+	}
+	*n = json_object_array_length(arr);
+	return 0;
 }
 
 int ckptd_recovery_replay(struct ckptd *d, struct json_object *o, char *err, size_t errlen)
@@ -849,12 +1102,14 @@ int ckptd_recovery_replay(struct ckptd *d, struct json_object *o, char *err, siz
 	static const char *const keys[] = { "op",	"job",	    "uid",	"requeues",
 					    "stopped",	"ended",    "reason",	"exclude",
 					    "phase",	"start_us", "since_us", "end_us",
-					    "failures", "parts_us", NULL };
+					    "failures", "parts_us", "roles",	NULL };
 	const char *what = "recovery record", *reason, *exclude, *phase;
 	uint64_t job, uid, req, stopped, ended, start, since, end, failures, v;
 	struct json_object *parts;
 	struct ckptd_job *j;
 	double part[PHX_GP_PARTS];
+	struct ckptd_role roles[PHX_RL_ROLES_MAX];
+	size_t nroles;
 	int ph;
 
 	if (phx_json_only_keys(o, what, keys, err, errlen) < 0 ||
@@ -889,12 +1144,20 @@ int ckptd_recovery_replay(struct ckptd *d, struct json_object *o, char *err, siz
 	}
 	if (since < start || (end && end < start))
 		return phx_errf(err, errlen, "%s: times out of order", what);
+	if (roles_replay(o, roles, &nroles, err, errlen) < 0)
+		return -1;
 	j = ckptd_job_get(d, (uint32_t)job, (uint32_t)uid);
 	if (!j)
 		return phx_errf(err, errlen, "out of memory");
 	if (j->uid != uid)
 		return phx_errf(err, errlen, "%s: job %llu has uid %u, not %llu", what,
 				(unsigned long long)job, j->uid, (unsigned long long)uid);
+	/* The record is the whole state: a record without roles leaves none. */
+	if (nroles && !j->r.roles && !(j->r.roles = calloc(PHX_RL_ROLES_MAX, sizeof(*j->r.roles))))
+		return phx_errf(err, errlen, "out of memory");
+	if (nroles)
+		memcpy(j->r.roles, roles, nroles * sizeof(roles[0]));
+	j->r.nroles = nroles;
 	j->r.on = 1;
 	j->r.rec.requeues = (uint32_t)req;
 	j->r.rec.stopped = (int)stopped;

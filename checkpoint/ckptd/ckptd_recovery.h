@@ -14,9 +14,19 @@ void ckptd_recovery_registered(struct ckptd *d, struct ckptd_conn *c);
 void ckptd_recovery_heartbeat(struct ckptd *d, struct ckptd_conn *c, uint64_t step);
 /* A recovery event (kind of protocol version 2, or save); 1 if it was one. */
 int ckptd_recovery_event(struct ckptd *d, struct ckptd_conn *c, const struct phx_wire_msg *m);
-/* A driver's report ("restart" or "check", naming a node): 0, or -1 when not one. */
+/*
+ * A driver's report ("restart" or "check", naming a node; "stop", "wait",
+ * or "role" with a record and no node): 0, or -1 when not one.
+ */
 int ckptd_recovery_driver_event(struct ckptd *d, struct ckptd_conn *c,
 				const struct phx_wire_msg *m);
+/*
+ * A role record (checkpoint/proto/role_ledger.h) of job j's driver into the
+ * job's roles, journaled when it changes a run or a failure count or 30 s
+ * after the roles' last journaling; 0, or -1 with why it is ignored in err.
+ */
+int ckptd_recovery_role(struct ckptd *d, struct ckptd_job *j, const char *record, char *err,
+			size_t errlen);
 void ckptd_recovery_commit(struct ckptd *d, struct ckptd_job *j);
 /* Whether this daemon drained node for job: a passing check from that job may undo it. */
 int ckptd_recovery_drained_for(const struct ckptd *d, const char *node, uint32_t job);

@@ -114,10 +114,18 @@ int phx_init(void)
 	return PHX_OK;
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec now;
+
+	/* vDSO: no system call. */
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+}
+
 int phx_heartbeat(long step)
 {
 	struct phx_hb_slot *slot = atomic_load_explicit(&hb_slot, memory_order_acquire);
-	struct timespec now;
 
 	if (step < 0)
 		return -PHX_EINVAL;
@@ -128,10 +136,39 @@ int phx_heartbeat(long step)
 			return rc;
 		slot = atomic_load(&hb_slot);
 	}
-	/* vDSO: no system call. */
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	phx_hb_beat(slot, (uint64_t)step,
-		    (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec);
+	phx_hb_beat(slot, (uint64_t)step, mono_ns());
+	return PHX_OK;
+}
+
+static _Thread_local uint64_t wait_since_ns;
+
+static struct phx_hb_slot *attached_slot(void)
+{
+	struct phx_hb_slot *slot = atomic_load_explicit(&hb_slot, memory_order_acquire);
+
+	if (!slot && phx_init() == PHX_OK)
+		slot = atomic_load(&hb_slot);
+	return slot;
+}
+
+int phx_wait_begin(void)
+{
+	if (!attached_slot())
+		return -PHX_ENOAGENT;
+	wait_since_ns = mono_ns();
+	return PHX_OK;
+}
+
+int phx_wait_end(void)
+{
+	struct phx_hb_slot *slot = attached_slot();
+	uint64_t since = wait_since_ns;
+
+	if (!slot)
+		return -PHX_ENOAGENT;
+	wait_since_ns = 0;
+	if (since)
+		atomic_fetch_add_explicit(&slot->wait_ns, mono_ns() - since, memory_order_relaxed);
 	return PHX_OK;
 }
 

@@ -271,7 +271,7 @@ static int d_event(struct ctx *c)
 {
 	static const char *const kinds[] = { "save", "persist",	  "failure", "node_bad", "crash",
 					     "hang", "straggler", "check",   "xid",	 "restart",
-					     "done", "stop",	  "wait",    NULL };
+					     "done", "stop",	  "wait",    "role",	 NULL };
 	const char *const *k;
 	const char *kind;
 
@@ -281,10 +281,11 @@ static int d_event(struct ctx *c)
 	for (k = kinds; *k && strcmp(*k, kind); k++)
 		;
 	if (!*k)
-		return phx_errf(c->err, c->errlen,
-				"event: \"kind\" \"%s\" is not save, persist, failure, node_bad, "
-				"crash, hang, straggler, check, xid, restart, done, stop or wait",
-				kind);
+		return phx_errf(
+			c->err, c->errlen,
+			"event: \"kind\" \"%s\" is not save, persist, failure, node_bad, "
+			"crash, hang, straggler, check, xid, restart, done, stop, wait or role",
+			kind);
 	if (str(c, "node", PHX_MANIFEST_NODE_MAX, 0, &c->m->node, 1) < 0 ||
 	    gen_field(c, 1, 1) < 0 || opt_u64(c, "value", &c->m->value, &c->m->has_value) < 0 ||
 	    u64(c, "bytes", 0, GEN_MAX, &c->m->bytes, 1) < 0 ||
@@ -295,6 +296,11 @@ static int d_event(struct ctx *c)
 	    !c->m->node)
 		return phx_errf(c->err, c->errlen, "event: a %s event must name the \"node\"",
 				kind);
+	/* A role's ledger is the job's, not a node's; its record is the reason. */
+	if (!strcmp(kind, "role") && (c->m->node || !c->m->reason))
+		return phx_errf(c->err, c->errlen,
+				"event: a role event names no \"node\" and carries its record as "
+				"\"reason\"");
 	if (!strcmp(kind, "check") && (!c->m->has_value || c->m->value > 1))
 		return phx_errf(c->err, c->errlen,
 				"event: a check event needs \"value\" 1 (passed) or 0 (failed)");

@@ -44,7 +44,11 @@
  *   auth      {mac}   as an agent's, with the same job token
  *   event     {kind, [node], [step], [value], [reason]}  after welcome, any number:
  *             "restart" (node = the node the job relaunches without), "check"
- *             (node, value 1 passed, 0 failed, reason); no register: a driver
+ *             (node, value 1 passed, 0 failed, reason), "stop" and "wait" (no
+ *             node; reason: the driver stopped the job, or its requeue waits
+ *             for nodes), "role" (no node; reason = one role's goodput ledger,
+ *             a record of checkpoint/proto/role_ledger.h; a record the daemon
+ *             refuses is logged and ignored); no register: a driver
  *             neither fixes nor changes the job's shape, and sends no heartbeats
  * Daemon -> driver: challenge, welcome, error.
  * Admin (phalanx ckpt / phalanx status, Unix socket, peer credentials) -> daemon:

@@ -11,7 +11,10 @@
  * Version 1 layout, all little-endian host integers:
  *   header (64 bytes): magic "PHXHBEAT", version, nslots, slot_size, epoch,
  *                      save_request
- *   slots[nslots] (64 bytes each, one cache line): step, beat_ns, beats, pid
+ *   slots[nslots] (64 bytes each, one cache line): step, beat_ns, beats, pid,
+ *                      wait_ns
+ * wait_ns came later in what was padding, zero to agents and workers that
+ * predate it, so the version stays 1.
  */
 #ifndef PHX_HEARTBEAT_H
 #define PHX_HEARTBEAT_H
@@ -48,7 +51,10 @@ struct phx_hb_slot {
 	_Atomic uint64_t beat_ns; /* CLOCK_MONOTONIC of that report, 0 = never */
 	_Atomic uint64_t beats; /* reports so far */
 	_Atomic int32_t pid; /* the worker the agent started in the slot */
-	uint8_t pad[36];
+	uint32_t pad0;
+	/* Time the worker said it waited on another role (phx_wait_begin(3)), summed. */
+	_Atomic uint64_t wait_ns;
+	uint8_t pad[24];
 };
 
 _Static_assert(sizeof(struct phx_hb_header) == 64, "heartbeat header is one cache line");
@@ -98,6 +104,7 @@ static inline void phx_hb_reset(void *page, unsigned i, int32_t pid)
 	atomic_store_explicit(&s->beat_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->step, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->beats, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->wait_ns, 0, memory_order_relaxed);
 	atomic_store_explicit(&s->pid, pid, memory_order_release);
 }
 
@@ -111,7 +118,7 @@ static inline void phx_hb_beat(struct phx_hb_slot *s, uint64_t step, uint64_t no
 }
 
 struct phx_hb_snapshot {
-	uint64_t step, beat_ns, beats;
+	uint64_t step, beat_ns, beats, wait_ns;
 	int32_t pid;
 };
 
@@ -122,6 +129,7 @@ static inline void phx_hb_read(void *page, unsigned i, struct phx_hb_snapshot *o
 	out->beat_ns = atomic_load_explicit(&s->beat_ns, memory_order_acquire);
 	out->step = atomic_load_explicit(&s->step, memory_order_relaxed);
 	out->beats = atomic_load_explicit(&s->beats, memory_order_relaxed);
+	out->wait_ns = atomic_load_explicit(&s->wait_ns, memory_order_relaxed);
 	out->pid = atomic_load_explicit(&s->pid, memory_order_relaxed);
 }
 

@@ -55,6 +55,7 @@ struct phx_worker {
 		uint64_t beat_ns, step;
 	} samples[PHX_RATE_SAMPLES];
 	unsigned nsamples;
+	uint64_t wait_seen_ns; /* its slot's wait_ns counted so far (agent_wake.c) */
 };
 
 /*
@@ -142,6 +143,8 @@ struct phx_agent {
 	bool *rate_slow;
 	bool *straggler_reported; /* [world] */
 	struct phx_ckpt *ckpt; /* checkpoint staging, agent_ckpt.c */
+	/* The checkpoint step the workers resume from (agent_ckpt.c, at start); 0: none. */
+	uint64_t resumed_step;
 	struct phx_agent_ckptd *ckptd; /* phalanx-ckptd client, agent_ckptd.c; NULL: none */
 	struct phx_xid_watch *xid; /* the kernel log's Xid watch, agent_xid.c; NULL: none */
 	struct phx_agent_xrdv *xrdv; /* a role's step: its rendezvous copy, agent_xrdv.c */

@@ -1200,6 +1200,7 @@ static void take_restored(struct phx_agent *a, struct phx_ckpt *c, long restored
 			  "PHX_ELAYOUT rather than start from scratch");
 	restored = restored < 0 ? -1 : restored;
 	c->restored = restored;
+	a->resumed_step = restored > 0 ? (uint64_t)restored : 0;
 	phx_agent_ckpt_partner_hold(c, restored);
 	for (int t = 0; t < PHX_TIER_COUNT && restored >= 0; t++) {
 		c->committed[t] = restored;

@@ -414,6 +414,7 @@ static int spawn_one(struct phx_agent *a, struct phx_worker *w, struct phx_worke
 		goto fail;
 	}
 	phx_hb_reset(a->hb, w->slot, 0);
+	w->wait_seen_ns = 0;
 	agent = getpid();
 	pid = fork();
 	if (pid < 0) {

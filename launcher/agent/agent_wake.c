@@ -53,6 +53,7 @@ static const char magic_beat[][4] = { "PHXB", "PHXS", "PHXE" };
  * libphalanx, or this long after its start for workers that never do.
  */
 #define SETTLE_MAX_NS (30ull * 1000000000ull)
+#define PROGRESS_EVERY_NS 1000000000ull
 
 struct wake_msg {
 	char magic[4];
@@ -80,6 +81,13 @@ struct phx_agent_wake {
 	uint64_t latest_beat_ns; /* the thread's: the most a beat went out after it was due */
 	bool watching; /* beats on (a timeout, and peers) */
 	bool to_driver; /* alone in its step: it beats to the driver instead */
+	bool progress; /* in a role's step: its workers' progress goes to the driver */
+	uint64_t progress_at; /* the thread's: when the next report is due */
+	/* The main loop's word to the thread: the lowest step (UINT64_MAX: none yet), the waits. */
+	_Atomic uint64_t low_step;
+	_Atomic uint64_t wait_ms;
+	_Atomic long resumed; /* the checkpoint step its workers resumed from; -1: none */
+	uint64_t wait_ns; /* the main loop's: every worker's waits, restarts included */
 	bool threaded;
 	pthread_t thread;
 };
@@ -108,6 +116,9 @@ void phx_agent_wake_open(struct phx_agent *a)
 	}
 	w->port = ntohs(sa.sin_port);
 	atomic_init(&w->settling, true);
+	atomic_init(&w->low_step, UINT64_MAX);
+	atomic_init(&w->wait_ms, 0);
+	atomic_init(&w->resumed, -1);
 	phx_hex_encode(w->key, sizeof(w->key), w->key_hex);
 	a->wake = w;
 }
@@ -193,13 +204,37 @@ static void tell_driver(struct phx_agent_wake *w, const char *line, size_t n)
 			     sizeof(w->driver));
 }
 
-static void beat(struct phx_agent_wake *w, enum phx_beat what)
+/* For the role's goodput ledger, once a second. */
+static void tell_progress(struct phx_agent_wake *w, uint64_t now)
+{
+	uint64_t low = atomic_load(&w->low_step);
+	long resumed = atomic_load(&w->resumed);
+	struct phx_progress p = {
+		.stepped = low != UINT64_MAX,
+		.step = low,
+		.wait_ms = atomic_load(&w->wait_ms),
+		.resumed = resumed >= 0,
+		.resumed_step = resumed >= 0 ? (uint64_t)resumed : 0,
+	};
+	char line[512];
+	int n;
+
+	if (!w->progress || now < w->progress_at)
+		return;
+	w->progress_at = now + PROGRESS_EVERY_NS;
+	n = phx_progress_format(w->node, &p, line, sizeof(line));
+	if (n > 0 && (size_t)n < sizeof(line))
+		tell_driver(w, line, (size_t)n);
+}
+
+static void beat(struct phx_agent_wake *w, enum phx_beat what, uint64_t now)
 {
 	char line[512];
 	int n;
 
 	for (unsigned i = 0; i < w->live.n; i++)
 		send_to(w, phx_liveness_target(&w->live, i), magic_beat[what], 0);
+	tell_progress(w, now);
 	if (!w->to_driver)
 		return;
 	n = phx_alive_format(w->node, what, line, sizeof(line));
@@ -245,8 +280,10 @@ static void *watch_thread(void *arg)
 
 		if (w->watching || w->to_driver) {
 			if (now >= next) {
-				beat(w, atomic_load(&w->settling) ? PHX_BEAT_SETTLING
-								  : PHX_BEAT_STEADY);
+				beat(w,
+				     atomic_load(&w->settling) ? PHX_BEAT_SETTLING
+							       : PHX_BEAT_STEADY,
+				     now);
 				if (next && now - next > w->latest_beat_ns)
 					w->latest_beat_ns = now - next;
 				next = now + interval;
@@ -272,8 +309,10 @@ static void *watch_thread(void *arg)
 		}
 	}
 	/* Ending: the watchers are not to take the silence for a death. */
-	if (w->watching || w->to_driver)
-		beat(w, PHX_BEAT_END);
+	if (w->watching || w->to_driver) {
+		w->progress_at = 0; /* the last word on its waits */
+		beat(w, PHX_BEAT_END, phx_now_ns(CLOCK_MONOTONIC));
+	}
 	if (w->watching && w->latest_beat_ns > w->live.timeout_ns / 3)
 		phx_warn("the liveness beats on %s went out up to %llu ms late (its CPUs were "
 			 "saturated); its watchers take %llu ms of silence for a loss: keep "
@@ -359,6 +398,8 @@ static void watch_start(struct phx_agent *a, struct phx_agent_wake *w)
 			  phx_now_ns(CLOCK_MONOTONIC));
 	w->watching = timeout_ms && w->live.n;
 	w->to_driver = timeout_ms && !w->live.n && a->o->step_role && w->driver.sin_port;
+	/* With the beats: detection off (--peer-timeout-ms 0) leaves the ledger without it. */
+	w->progress = timeout_ms && a->o->step_role && w->driver.sin_port;
 	if (w->to_driver)
 		phx_info("role %s on %s: alone in its step, its agent beats to the driver, which "
 			 "takes %u ms of silence for the node's loss (--peer-timeout-ms)",
@@ -420,20 +461,30 @@ void phx_agent_wake_send(struct phx_agent *a, unsigned long round)
 
 void phx_agent_wake_check_settled(struct phx_agent *a)
 {
-	uint64_t now = phx_now_ns(CLOCK_MONOTONIC);
+	uint64_t now = phx_now_ns(CLOCK_MONOTONIC), low = UINT64_MAX;
+	struct phx_agent_wake *wk = a->wake;
 	struct phx_hb_snapshot snap;
 	bool settling = false;
 
-	if (!a->wake)
+	if (!wk)
 		return;
-	/* A (re)started worker's heartbeat slot is reset: no beat yet. */
-	for (unsigned i = 0; i < a->nproc && !settling; i++) {
-		const struct phx_worker *w = &a->w[i];
+	for (unsigned i = 0; i < a->nproc; i++) {
+		struct phx_worker *w = &a->w[i];
 
 		phx_hb_read(a->hb, w->slot, &snap);
-		settling = w->running && !snap.beat_ns && now - w->start_ns < SETTLE_MAX_NS;
+		/* A (re)started worker's heartbeat slot is reset: no beat yet. */
+		settling |= w->running && !snap.beat_ns && now - w->start_ns < SETTLE_MAX_NS;
+		if (w->running && snap.beat_ns && snap.step < low)
+			low = snap.step;
+		/* A restart zeroes the slot's count: what it had is counted already. */
+		wk->wait_ns += snap.wait_ns >= w->wait_seen_ns ? snap.wait_ns - w->wait_seen_ns
+							       : snap.wait_ns;
+		w->wait_seen_ns = snap.wait_ns;
 	}
-	atomic_store(&a->wake->settling, settling);
+	atomic_store(&wk->settling, settling);
+	atomic_store(&wk->low_step, low);
+	atomic_store(&wk->wait_ms, wk->wait_ns / 1000000u);
+	atomic_store(&wk->resumed, a->resumed_step ? (long)a->resumed_step : -1);
 }
 
 bool phx_agent_wake_due(const struct phx_agent *a)

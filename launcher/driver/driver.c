@@ -260,13 +260,14 @@ static int setup(struct driver *dr, const struct phx_conf *conf)
 	dr->slow = calloc(dr->alloc.count, sizeof(*dr->slow));
 	dr->suspect = calloc(dr->alloc.count, sizeof(*dr->suspect));
 	dr->unconfirmed = calloc(dr->alloc.count, sizeof(*dr->unconfirmed));
+	dr->drained = calloc(dr->alloc.count, sizeof(*dr->drained));
 	dr->prev = calloc(dr->alloc.count, sizeof(*dr->prev));
 	dr->last = calloc(dr->alloc.count, sizeof(*dr->last));
 	dr->placed_as = calloc(dr->alloc.count, sizeof(*dr->placed_as));
 	for (size_t i = 0; dr->placed_as && i < dr->alloc.count; i++)
 		dr->placed_as[i] = i;
-	if (!dr->trusted || !dr->slow || !dr->suspect || !dr->unconfirmed || !dr->prev ||
-	    !dr->last || !dr->placed_as)
+	if (!dr->trusted || !dr->slow || !dr->suspect || !dr->unconfirmed || !dr->drained ||
+	    !dr->prev || !dr->last || !dr->placed_as)
 		return PHX_EXIT_SETUP;
 	n = readlink("/proc/self/exe", dr->self, sizeof(dr->self) - 1);
 	if (n <= 0) {
@@ -323,6 +324,7 @@ int phx_driver_main(struct phx_launch_opts *o, const struct phx_conf *conf, int 
 	free(dr.slow);
 	free(dr.suspect);
 	free(dr.unconfirmed);
+	free(dr.drained);
 	free(dr.prev);
 	free(dr.last);
 	free(dr.placed_as);

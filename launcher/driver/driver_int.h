@@ -46,6 +46,7 @@ struct driver {
 	bool *slow; /* [alloc]: the check found it slow */
 	bool *suspect; /* [alloc]: Slurm has it NOT_RESPONDING, not (yet) DOWN */
 	bool *unconfirmed; /* [alloc]: bad by its agent's silence alone, Slurm not told yet */
+	bool *drained; /* [alloc]: bad, and drained by the driver (--drain-bad-nodes) */
 	size_t *prev; /* the nodes of the last step */
 	size_t nprev;
 	size_t *last; /* the nodes of the last step started, in order */
@@ -58,6 +59,7 @@ struct driver {
 	struct phx_drv_xrdv *xrdv; /* role steps: the cross-role rendezvous */
 	uint64_t *alive_ms; /* [alloc], role steps: a lone agent's last beat; 0: none yet */
 	enum phx_beat *alive_state; /* [alloc]: what it said */
+	struct phx_drv_ledger *ledger; /* role steps: the roles' goodput */
 };
 
 /* One attempt: srun and what it said. */
@@ -94,6 +96,8 @@ long phx_drv_alloc_index(const struct driver *dr, const char *name);
 void phx_drv_node_bad(struct driver *dr, struct step *s, size_t i, const char *reason,
 		      const char *failed_check);
 bool phx_drv_check_nodes(struct driver *dr, struct step **steps, size_t nsteps);
+/* Nodes the driver drained that an admin resumed while the job holds them: good again; how many. */
+size_t phx_drv_repaired(struct driver *dr, size_t *idx);
 uint64_t phx_drv_verdict_wait_ms(void);
 void phx_drv_settle_suspects(struct driver *dr);
 size_t phx_drv_pick_healthy(struct driver *dr, size_t *idx);

@@ -88,6 +88,7 @@ int phx_drv_lost_fd(const struct phx_drv_lost *l)
 bool phx_drv_lost_read(struct phx_drv_lost *l, const struct phx_drv_lost_ops *ops, void *arg)
 {
 	char d[PHX_LOST_REPORT_MAX + 1], node[256];
+	struct phx_progress prog;
 	enum phx_beat state;
 
 	/* Bounded: a flood is read in batches, one datagram costs one compare. */
@@ -104,6 +105,9 @@ bool phx_drv_lost_read(struct phx_drv_lost *l, const struct phx_drv_lost_ops *op
 				 0 &&
 			 ops->alive)
 			ops->alive(arg, node, state);
+		else if (ops->progress && phx_progress_report_parse(d, (size_t)n, l->key, node,
+								    sizeof(node), &prog) == 0)
+			ops->progress(arg, node, &prog);
 	}
 	return !l || !l->key[0];
 }

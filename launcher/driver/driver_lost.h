@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "launcher/liveness.h"
+#include "launcher/result.h"
 
 struct phx_drv_lost;
 
@@ -27,6 +28,8 @@ int phx_drv_lost_fd(const struct phx_drv_lost *l);
 struct phx_drv_lost_ops {
 	void (*found)(void *arg, const char *node); /* an agent reports node lost */
 	void (*alive)(void *arg, const char *node, enum phx_beat state); /* a lone agent beats */
+	/* An agent of a role's step reports its workers' progress. */
+	void (*progress)(void *arg, const char *node, const struct phx_progress *p);
 };
 
 /*

@@ -48,17 +48,19 @@ long phx_drv_alloc_index(const struct driver *dr, const char *name)
 	return -1;
 }
 
-static void drain_node(const char *node, const char *reason)
+static bool drain_node(const char *node, const char *reason)
 {
 	char why[512], err[256];
 
 	snprintf(why, sizeof(why), "phalanx-launch: %s", reason);
-	if (phx_slurm_drain_by(node, why, getuid(), err, sizeof(err)) < 0)
+	if (phx_slurm_drain_by(node, why, getuid(), err, sizeof(err)) < 0) {
 		phx_warn("cannot drain node %s: %s; it is only excluded from this job (draining "
 			 "needs Slurm operator rights)",
 			 node, err);
-	else
-		phx_info("drained node %s (%s)", node, reason);
+		return false;
+	}
+	phx_info("drained node %s (%s)", node, reason);
+	return true;
 }
 
 /*
@@ -82,7 +84,7 @@ void phx_drv_node_bad(struct driver *dr, struct step *s, size_t i, const char *r
 	phx_drv_ckptd_report(dr->ckptd, failed_check ? "check" : "restart", dr->alloc.names[i], 0,
 			     failed_check ? failed_check : reason);
 	if (dr->drain)
-		drain_node(dr->alloc.names[i], reason);
+		dr->drained[i] = drain_node(dr->alloc.names[i], reason);
 }
 
 /*
@@ -124,21 +126,28 @@ static struct step *step_on(struct step **steps, size_t n, size_t i)
  * Marks the allocation's nodes Slurm calls unusable; a step of steps[0..n)
  * with such a node that must stop it gets ->stop. True when one must.
  */
-bool phx_drv_check_nodes(struct driver *dr, struct step **steps, size_t nsteps)
+/* Slurm's node table in dr->nodes, fetched again only when it changed; -1: none. */
+static int load_nodes(struct driver *dr)
 {
 	node_info_msg_t *msg = NULL;
 	time_t since = dr->nodes ? dr->nodes->last_update : 0;
-	bool stop_step = false;
-	int rc;
 
-	rc = slurm_load_node(since, &msg, SHOW_ALL);
-	if (rc == SLURM_SUCCESS) {
+	if (slurm_load_node(since, &msg, SHOW_ALL) == SLURM_SUCCESS) {
 		slurm_free_node_info_msg(dr->nodes);
 		dr->nodes = msg;
 	} else if (errno != SLURM_NO_CHANGE_IN_DATA) {
 		phx_debug("slurm_load_node: %s", slurm_strerror(errno));
-		return false;
+		return -1;
 	}
+	return 0;
+}
+
+bool phx_drv_check_nodes(struct driver *dr, struct step **steps, size_t nsteps)
+{
+	bool stop_step = false;
+
+	if (load_nodes(dr) < 0)
+		return false;
 	for (uint32_t k = 0; dr->nodes && k < dr->nodes->record_count; k++) {
 		node_info_t *n = &dr->nodes->node_array[k];
 		struct step *s;
@@ -165,6 +174,61 @@ bool phx_drv_check_nodes(struct driver *dr, struct step **steps, size_t nsteps)
 		}
 	}
 	return stop_step;
+}
+
+/* The job's nodes now, as Slurm holds them: it takes a DOWN node out of a --no-kill job. */
+static int job_nodes(const struct driver *dr, struct phx_hostnames *out)
+{
+	job_info_msg_t *jobs = NULL;
+	char err[256];
+	int rc = -1;
+
+	if (slurm_load_job(&jobs, dr->job_id, SHOW_DETAIL) != SLURM_SUCCESS) {
+		phx_debug("slurm_load_job %u: %s", dr->job_id, slurm_strerror(errno));
+		return -1;
+	}
+	if (jobs->record_count == 1 && jobs->job_array[0].nodes &&
+	    phx_hostlist_expand(jobs->job_array[0].nodes, out, err, sizeof(err)) == 0)
+		rc = 0;
+	slurm_free_job_info_msg(jobs);
+	return rc;
+}
+
+static bool listed(const struct phx_hostnames *h, const char *name)
+{
+	for (size_t i = 0; i < h->count; i++)
+		if (!strcmp(h->names[i], name))
+			return true;
+	return false;
+}
+
+size_t phx_drv_repaired(struct driver *dr, size_t *idx)
+{
+	struct phx_hostnames held = { 0 };
+	bool any = false;
+	size_t n = 0;
+
+	for (size_t i = 0; i < dr->alloc.count; i++)
+		any |= dr->st.bad[i] && dr->drained[i];
+	if (!any || load_nodes(dr) < 0 || job_nodes(dr, &held) < 0)
+		return 0;
+	for (uint32_t k = 0; dr->nodes && k < dr->nodes->record_count; k++) {
+		node_info_t *nd = &dr->nodes->node_array[k];
+		bool stop;
+		long i;
+
+		if (!nd->name || (i = phx_drv_alloc_index(dr, nd->name)) < 0 || !dr->st.bad[i] ||
+		    !dr->drained[i] || bad_state(nd->node_state, &stop) ||
+		    (nd->node_state & NODE_STATE_NO_RESPOND) || !listed(&held, nd->name))
+			continue;
+		dr->st.bad[i] = dr->drained[i] = dr->unconfirmed[i] = dr->suspect[i] = false;
+		dr->trusted[i] = false; /* checked again before it runs, when the check is on */
+		idx[n++] = (size_t)i;
+		phx_info("node %s is back: Slurm no longer drains it and job %u still holds it",
+			 nd->name, dr->job_id);
+	}
+	phx_hostnames_free(&held);
+	return n;
 }
 
 /* How long Slurm may take to call a silent node DOWN: SlurmdTimeout and a ping's round. */

@@ -36,6 +36,7 @@
 #include "launcher/result.h"
 #include "launcher/standin.h"
 #include "launcher/driver/driver.h"
+#include "launcher/driver/driver_ledger.h"
 #include "launcher/driver/driver_ckptd.h"
 #include "launcher/driver/driver_lost.h"
 #include "launcher/driver/driver_plan.h"
@@ -372,8 +373,9 @@ struct lost_to {
 
 static void route_lost(void *arg, const char *node);
 static void route_alive(void *arg, const char *node, enum phx_beat state);
+static void route_progress(void *arg, const char *node, const struct phx_progress *p);
 
-static const struct phx_drv_lost_ops lost_ops = { route_lost, route_alive };
+static const struct phx_drv_lost_ops lost_ops = { route_lost, route_alive, route_progress };
 
 static void route_lost(void *arg, const char *node)
 {
@@ -397,6 +399,15 @@ static void route_alive(void *arg, const char *node, enum phx_beat state)
 		return;
 	to->dr->alive_ms[i] = phx_drv_now_ms();
 	to->dr->alive_state[i] = state;
+}
+
+static void route_progress(void *arg, const char *node, const struct phx_progress *p)
+{
+	struct lost_to *to = arg;
+	long i = phx_drv_alloc_index(to->dr, node);
+
+	if (i >= 0)
+		phx_drv_ledger_progress(to->dr->ledger, (size_t)i, p, phx_drv_now_ms());
 }
 
 /*

@@ -13,13 +13,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "checkpoint/proto/ckpt_wire.h"
 #include "common/log.h"
 #include "launcher/launch.h"
 #include "launcher/options.h"
 #include "launcher/restart.h"
 #include "launcher/driver/driver_ckptd.h"
 #include "launcher/driver/driver_int.h"
+#include "launcher/driver/driver_ledger.h"
 #include "launcher/driver/driver_lost.h"
 #include "launcher/driver/driver_roles.h"
 #include "launcher/driver/driver_xrdv.h"
@@ -32,6 +35,7 @@
 #define LAUNCH_TRIES 90 /* uncounted this many times (a step on the node may still end) */
 #define XRDV_PORT_BASE 20000 /* cross-role ports: below Linux's ephemeral range */
 #define XRDV_PORT_SPAN 12000
+#define LEDGER_REPORT_MS 5000 /* the roles' goodput to phalanx-ckptd */
 
 enum role_end { ROLE_ON = 0, ROLE_DONE, ROLE_FAILED };
 
@@ -62,6 +66,7 @@ struct steps_job {
 	uint64_t end_at; /* finishing: the other roles are stopped then */
 	bool finishing;
 	int rc; /* the driver's exit once every step ended; -1: not decided */
+	uint64_t report_at; /* the ledger's next report */
 };
 
 static bool is_elastic(const struct phx_drv_role *x)
@@ -163,6 +168,9 @@ static int unit_start(struct steps_job *sj, size_t r, const size_t *idx, size_t 
 	if (phx_drv_step_start(sj->dr, s) < 0)
 		goto fail;
 	sj->steps[sj->n++] = s;
+	for (size_t m = 0; m < n; m++)
+		phx_drv_ledger_launch(sj->dr->ledger, idx[m], r, role_nproc(sj, r),
+				      phx_drv_now_ms());
 	return 0;
 fail:
 	if (s)
@@ -216,6 +224,13 @@ static struct step *unit_on(const struct steps_job *sj, size_t r, size_t i)
 	return NULL;
 }
 
+/* The nodes of role r's step s count for the role no more. */
+static void release(struct steps_job *sj, size_t r, const struct step *s)
+{
+	for (size_t m = 0; m < s->n; m++)
+		phx_drv_ledger_release(sj->dr->ledger, s->idx[m], r, phx_drv_now_ms());
+}
+
 /* Stops every running step (SIGTERM: the agents stop their workers); then the job ends with rc. */
 static void end_job(struct steps_job *sj, int rc, const char *why)
 {
@@ -260,15 +275,53 @@ static void act(struct steps_job *sj, size_t r, const struct phx_drv_role_decisi
 	}
 }
 
+/*
+ * Nodes an admin repaired come back (phx_drv_repaired): to a role waiting
+ * for nodes first, then to a pool below its most; else they are spares.
+ */
+static void take_back(struct steps_job *sj)
+{
+	struct driver *dr = sj->dr;
+	size_t *idx = calloc(dr->alloc.count, sizeof(*idx)), n;
+	bool changed = false;
+
+	n = idx && !sj->finishing ? phx_drv_repaired(dr, idx) : 0;
+	for (size_t k = 0; k < n; k++) {
+		struct phx_drv_role_decision d;
+		bool relaunch = false;
+		int r;
+
+		/* Checked again first when the check is on; a failure makes it bad again. */
+		if (dr->preflight &&
+		    (phx_drv_preflight(dr, &idx[k], 1, false) < 0 || dr->st.bad[idx[k]]))
+			continue;
+		r = phx_drv_role_returned(&sj->j, idx[k], &d);
+		if (r < 0) {
+			phx_info("node %s is a spare again", dr->alloc.names[idx[k]]);
+			continue;
+		}
+		act(sj, (size_t)r, &d, &relaunch);
+		if (relaunch)
+			role_start(sj, (size_t)r);
+		changed = true;
+	}
+	if (changed)
+		publish(sj);
+	free(idx);
+}
+
 /* Nodes of s found bad: role r's rule for each, then its step again if it relaunches. */
 static void after_loss(struct steps_job *sj, size_t r, const struct step *s)
 {
+	bool hung = s->have_result && s->result.kind == PHX_FAIL_HANG;
 	struct phx_drv_role_decision d;
 	bool relaunch = false;
 
 	for (size_t m = 0; m < s->n && !sj->finishing; m++) {
 		if (!sj->dr->st.bad[s->idx[m]])
 			continue;
+		phx_drv_ledger_fault(sj->dr->ledger, r, s->idx[m], hung, phx_drv_now_ms());
+		phx_drv_ledger_release(sj->dr->ledger, s->idx[m], r, phx_drv_now_ms());
 		phx_drv_role_lost(&sj->j, r, s->idx[m], &d);
 		act(sj, r, &d, &relaunch);
 	}
@@ -362,10 +415,12 @@ static void after_failure(struct steps_job *sj, size_t r, const struct step *s)
 	unsigned limit = sj->dr->st.same_limit;
 	uint64_t wait_ms;
 
+	phx_drv_ledger_fault(sj->dr->ledger, r, PHX_DRV_LEDGER_NO_NODE, false, phx_drv_now_ms());
 	rr->same = msg[0] && !strcmp(msg, rr->last_msg) ? rr->same + 1 : 1;
 	snprintf(rr->last_msg, sizeof(rr->last_msg), "%s", msg);
 	if (++rr->failures > x->max_relaunches || (limit && msg[0] && rr->same >= limit)) {
 		rr->end = ROLE_FAILED;
+		release(sj, r, s);
 		phx_error("role %s failed (exit %d%s%s) and is not relaunched again (%u "
 			  "relaunch(es), max-relaunches=%u)%s",
 			  x->name, s->status, msg[0] ? ": " : "", msg, rr->failures - 1,
@@ -389,10 +444,11 @@ static void after_failure(struct steps_job *sj, size_t r, const struct step *s)
 }
 
 /* Every unit of role r ended well: done; the job is when every fatal role is. */
-static void after_done(struct steps_job *sj, size_t r)
+static void after_done(struct steps_job *sj, size_t r, const struct step *s)
 {
 	bool all = true, any_fatal = false;
 
+	release(sj, r, s);
 	for (size_t k = 0; k < sj->n; k++)
 		if (role_index(sj, sj->steps[k]) == r)
 			return;
@@ -447,14 +503,16 @@ static void step_ended(struct steps_job *sj, struct step *s)
 		if (sj->steps[k] == s)
 			sj->steps[k] = sj->steps[--sj->n];
 	}
+	for (size_t m = 0; m < s->n; m++)
+		phx_drv_ledger_idle(dr->ledger, s->idx[m], r, phx_drv_now_ms());
 	if (sj->finishing || dr->stop_sig || dr->preempted)
-		;
+		release(sj, r, s);
 	else if (lost)
 		after_loss(sj, r, s);
 	else if (s->killed)
-		; /* a donor's step: its node serves another role now */
+		release(sj, r, s); /* a donor's step: its node serves another role now */
 	else if (s->status == 0)
-		after_done(sj, r);
+		after_done(sj, r, s);
 	else if (!launch_again(sj, r, s))
 		after_failure(sj, r, s);
 	if (!s->launch_failed)
@@ -480,6 +538,59 @@ static int check_first(struct driver *dr)
 	return rc;
 }
 
+/*
+ * The roles' goodput; phalanx-ckptd keeps it for phalanx goodput (the
+ * agents of role steps do not report to it: its recovery takes a job's
+ * agents for one step, see agent_ckptd.c).
+ */
+static int open_ledger(struct steps_job *sj)
+{
+	const char *names[PHX_ROLE_MAX];
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	for (size_t r = 0; r < sj->j.n; r++)
+		names[r] = sj->j.role[r].name;
+	sj->dr->ledger =
+		phx_drv_ledger_new(names, sj->j.n, sj->dr->alloc.count,
+				   (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000u);
+	/* The first report at once: the daemon knows the job has roles before any failure. */
+	sj->report_at = phx_drv_now_ms();
+	return sj->dr->ledger ? 0 : -1;
+}
+
+/* Each role's ledger to phalanx-ckptd; at the end, to the log as well. */
+static void report_ledger(struct steps_job *sj, bool last)
+{
+	uint64_t now = phx_drv_now_ms();
+
+	sj->report_at = now + LEDGER_REPORT_MS;
+	for (size_t r = 0; sj->dr->ledger && r < sj->j.n; r++) {
+		struct phx_role_ledger led;
+		char rec[PHX_WIRE_REASON_MAX + 1];
+		double total = 0;
+
+		phx_drv_ledger_get(sj->dr->ledger, r, now, &led);
+		if (phx_rl_format(&led, rec, sizeof(rec)) > 0)
+			phx_drv_ckptd_report(sj->dr->ckptd, "role", NULL, 0, rec);
+		for (int k = 0; k < PHX_RL_PARTS; k++)
+			total += (double)led.part_ms[k];
+		if (!last || total <= 0)
+			continue;
+		phx_info(
+			"role %s: %.1f GPU-seconds: productive %.1f%%, waiting on other roles "
+			"%.1f%%, restart %.1f%%, lost work %.1f%%, detection %.1f%%; %u failure(s) "
+			"(phalanx goodput %u has it by role)",
+			led.name, total / 1000.0,
+			100.0 * (double)led.part_ms[PHX_RL_PRODUCTIVE] / total,
+			100.0 * (double)led.part_ms[PHX_RL_WAITING] / total,
+			100.0 * (double)led.part_ms[PHX_RL_RESTART] / total,
+			100.0 * (double)led.part_ms[PHX_RL_LOST] / total,
+			100.0 * (double)led.part_ms[PHX_RL_DETECT] / total, led.failures,
+			sj->dr->job_id);
+	}
+}
+
 static int setup_roles(struct steps_job *sj)
 {
 	struct driver *dr = sj->dr;
@@ -493,9 +604,8 @@ static int setup_roles(struct steps_job *sj)
 		phx_error("%s", err);
 		return PHX_EXIT_USAGE;
 	}
-	/* phalanx-ckptd's recovery takes a job's agents for one step (see agent_ckptd.c). */
-	phx_drv_ckptd_close(dr->ckptd);
-	dr->ckptd = NULL;
+	if (open_ledger(sj) < 0)
+		return PHX_EXIT_SETUP;
 	dr->xrdv = phx_drv_xrdv_open();
 	if (!dr->xrdv) {
 		phx_error("roles in steps of their own need the cross-role rendezvous, which did "
@@ -550,15 +660,22 @@ int phx_drv_steps_run(struct driver *dr)
 
 		if (sj.end_at && (!until || sj.end_at < until))
 			until = sj.end_at;
+		if (!until || sj.report_at < until)
+			until = sj.report_at;
 		s = phx_drv_steps_watch(dr, sj.steps, sj.n, until);
 		if (s)
 			step_ended(&sj, s);
 		else if (sj.end_at && phx_drv_now_ms() >= sj.end_at)
 			end_job(&sj, sj.rc, "its fatal roles finished; stopping the others");
-		else if (!until)
+		else if (phx_drv_now_ms() < until)
 			break; /* out of memory in the watch */
 		run_later(&sj);
+		if (phx_drv_now_ms() >= sj.report_at) {
+			report_ledger(&sj, false);
+			take_back(&sj);
+		}
 	}
+	report_ledger(&sj, true);
 	rc = outcome(&sj);
 out:
 	for (size_t k = 0; k < sj.n; k++) {
@@ -568,6 +685,8 @@ out:
 	free(sj.steps);
 	free(sj.later);
 	phx_drv_roles_free(&sj.j);
+	phx_drv_ledger_free(dr->ledger);
+	dr->ledger = NULL;
 	phx_drv_xrdv_close(dr->xrdv);
 	dr->xrdv = NULL;
 	free(dr->alive_ms);

@@ -9,4 +9,5 @@ launcher_driver_libphxdriver_la_SOURCES = launcher/driver/driver.h \
 	launcher/driver/driver_ckptd.c launcher/driver/driver_ckptd.h \
 	launcher/driver/driver_lost.c launcher/driver/driver_lost.h \
 	launcher/driver/driver_roles.c launcher/driver/driver_roles.h \
+	launcher/driver/driver_ledger.c launcher/driver/driver_ledger.h \
 	launcher/driver/driver_xrdv.c launcher/driver/driver_xrdv.h

@@ -9,8 +9,11 @@
 # refilled from the shared spare. A trainer node killed: the trainer alone
 # relaunches on its own spare from its checkpoint; the rollouts keep their
 # processes and reconnect. A rollout node whose worker is stopped: found by
-# its heartbeats, handled as a loss. A rollout worker killed on a healthy
-# node: that node's step alone is relaunched.
+# its heartbeats, handled as a loss; the driver drains it, and when an
+# admin resumes it the pool grows back onto it. A rollout worker killed on
+# a healthy node: that node's step alone is relaunched. phalanx-ckptd, told by the
+# driver, splits the job's goodput by role: the trainer's one failure is
+# its own node's, and its waits on the rollouts are not productive time.
 #
 # A lab of its own: its six nodes change where the other files' jobs run.
 # lab-nodes: 6
@@ -29,6 +32,18 @@ setup_file()
 	export JOB_NAME=phx-rl-tests
 	# Inside node I the lab's nodetmp is node I's own directory.
 	export LAB_DIR=$(dirname "$(dirname "$SLURM_CONF")")
+	# The daemon keeps the roles' goodput; it acts on nothing (role steps are the driver's).
+	ckptd_env phx-rl-roles 17724 false
+	start_ckptd -c "$CKPTD_DIR/daemon.yaml"
+}
+
+teardown_file()
+{
+	local pid
+
+	scancel --name="$JOB_NAME" 2>/dev/null
+	pid=$(cat "$CKPTD_DIR/pid" 2>/dev/null) && kill "$pid" 2>/dev/null
+	[ -n "${CKPTD_DIR:-}" ] && rm -rf "$CKPTD_DIR"
 }
 
 teardown()
@@ -79,6 +94,12 @@ rollout_pid()
 	return 1
 }
 
+# count_above RE N: more than N lines of the job's output match RE.
+count_above()
+{
+	[ "$(grep -c "$1" "$OUT")" -gt "$2" ]
+}
+
 # synced_after N COUNT: a trainer iteration after N synced with COUNT rollouts.
 synced_after()
 {
@@ -89,13 +110,16 @@ synced_after()
 
 @test "RL roles: a rollout node lost costs the trainer nothing; a trainer node lost relaunches the trainer alone; a hung rollout is a loss" {
 	local ck=$BATS_TEST_TMPDIR/ckpt script=$BATS_TEST_TMPDIR/job.sh conf=$BATS_TEST_TMPDIR/phalanx.yaml
-	local t0 t1 i0 i1 p3 p6
+	local t0 t1 i0 i1 p3 p6 j0
 	RUN=rl$$
 	mkdir -p "$ck"
 	# Phalanx's checkpoints every 5 iterations, in every tier.
-	every_tier_conf "$conf" "$LAB_DIR/nodetmp/$RUN/%n" "$ck/shared" </dev/null
+	every_tier_conf "$conf" "$LAB_DIR/nodetmp/$RUN/%n" "$ck/shared" <<-YAML
+		ckptd:
+		  address: "$CKPTD_ADDR"
+	YAML
 	sed -i 's/^  interval: 10$/  interval: 5/' "$conf"
-	driver_script --config "$conf" --nproc-per-node 1 --hang-timeout 6 \
+	driver_script --config "$conf" --nproc-per-node 1 --hang-timeout 6 --drain-bad-nodes \
 		--role "trainer:nodes=2:spares=1:cmd=/usr/bin/python3 $RL trainer --phalanx --iters 100000 --stop-file $ck/stop --iter-sleep 0.1" \
 		--role "rollout:nodes=1-2:max-restarts=0:cmd=/usr/bin/python3 $RL rollout --gen-sleep 0.1" \
 		>"$script"
@@ -154,11 +178,26 @@ synced_after()
 	wait_for 120 synced_after "$(trainer_iter)" 1
 	[ "$(grep -c 'rl trainer start' "$OUT")" -eq 2 ]
 
+	# The driver drained node6; an admin repairs and resumes it: the job
+	# still holds it (Slurm never called it DOWN), so the pool grows back.
+	wait_for 30 has 'drained node node6'
+	[[ $(node_state node6) == drain* ]]
+	j0=$(grep -c 'rl rollout node6 joined' "$OUT")
+	t0=$(date +%s.%N)
+	scontrol update nodename=node6 state=resume
+	wait_for 60 has 'node node6 is back: Slurm no longer drains it'
+	has 'role rollout takes a node that came back (2 of 2)'
+	wait_for 120 count_above 'rl rollout node6 joined' "$j0"
+	t1=$(date +%s.%N)
+	wait_for 120 synced_after "$(trainer_iter)" 2
+	echo "# drained rollout node resumed to its rollout joined again: $(echo "$t1 - $t0" | bc) s" >&3
+	[ "$(grep -c 'starting role rollout on 1 node(s) node6 ' "$OUT")" -eq 2 ]
+
 	# A rollout worker dies on a healthy node: that node's step alone again.
 	p3=$(rollout_pid 3)
 	kill -9 "$p3"
 	wait_for 60 has 'role rollout: its workers failed (exit [0-9]*); relaunching it in 1 s (1 of'
-	wait_for 120 synced_after "$(trainer_iter)" 1
+	wait_for 120 synced_after "$(trainer_iter)" 2
 	[ "$(grep -c 'starting role rollout on 1 node(s) node3 ' "$OUT")" -eq 2 ]
 	[ "$(rollout_pid 3)" != "$p3" ]
 	[ "$(grep -c 'rl trainer start' "$OUT")" -eq 2 ]
@@ -169,4 +208,33 @@ synced_after()
 	has 'rl trainer done'
 	has '^driver exit 0$'
 	[ "$(job_state "$JOB")" = COMPLETED ]
+
+	# The goodput by role, as the driver told the daemon at its end.
+	has 'role trainer: [0-9.]* GPU-seconds: productive'
+	"$PHX" goodput "$JOB" --socket "$SOCK" | sed 's/^/# /' >&3
+	"$PHX" goodput "$JOB" --socket "$SOCK" --json >"$BATS_TEST_TMPDIR/goodput.json"
+	# Each synced iteration the trainer waited at least --gen-sleep (0.1 s)
+	# for the rollouts' samples, on rank 0 and on rank 1 behind it: a
+	# lower bound of one rank's share (reports lost with a killed node's
+	# agent are at most a second of each).
+	python3 - "$BATS_TEST_TMPDIR/goodput.json" "$(grep -c 'rl trainer iter .* synced 1 ' "$OUT")" <<-'PY'
+		import json, sys
+		rep = json.load(open(sys.argv[1]))
+		synced = int(sys.argv[2])
+		roles = {r["role"]: r for r in rep["roles"]}
+		t, ro = roles["trainer"], roles["rollout"]
+		tp, rp = t["parts"], ro["parts"]
+		print(f"trainer waited {tp['waiting']:.1f} GPU-s over {synced} synced iterations", file=sys.stderr)
+		# The rollout losses are not the trainer's: its one failure is its node.
+		assert t["failures"] == 1, t
+		# Node killed, node hung, worker killed.
+		assert ro["failures"] >= 3, ro
+		assert tp["waiting"] >= 0.1 * synced * 0.9, (tp, synced)
+		assert tp["productive"] > 0 and rp["productive"] > 0 and rp["waiting"] > 0
+		# A killed node's last words to its loss being noticed.
+		assert tp["detection"] > 0 and rp["detection"] > 0, (tp, rp)
+		assert tp["restart"] > 0 and rp["restart"] > 0, (tp, rp)
+		for r in (t, ro):
+		    assert abs(sum(r["parts"].values()) - r["gpu_s"]) < 0.01 * r["gpu_s"] + 0.01, r
+	PY
 }

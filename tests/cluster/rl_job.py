@@ -57,7 +57,7 @@ Environment:
                            PHALANX_NODE, SLURMD_NODENAME, the host name), so
                            that one host can play several nodes in tests
   LOCAL_RANK               a rollout worker's place on its node (default 0)
-  PHX_LIBPHALANX           libphalanx to report progress through, as
+  PHX_LIBPHALANX           libphalanx to report progress and waits through, as
                            launch_probe.py does: phx_heartbeat once per
                            trainer iteration (the iteration) and rollout
                            generation (the count), and every 0.5 s while a
@@ -125,15 +125,28 @@ class Heartbeat:
         self.lib = None
         self.lock = threading.Lock()
         self.step = 0
-        self.waiting = False
+        self._waiting = False
         path = os.environ.get("PHX_LIBPHALANX")
         if path:
             lib = ctypes.CDLL(path)
             lib.phx_heartbeat.argtypes = [ctypes.c_long]
             lib.phx_heartbeat.restype = ctypes.c_int
+            lib.phx_wait_begin.restype = ctypes.c_int
+            lib.phx_wait_end.restype = ctypes.c_int
             lib.phx_finalize.argtypes = []
             lib.phx_finalize.restype = None
             self.lib = lib
+
+    @property
+    def waiting(self):
+        return self._waiting
+
+    @waiting.setter
+    def waiting(self, on):
+        """Waiting on the other role: told to Phalanx (phx_wait_begin(3)), for the goodput."""
+        if on != self._waiting and self.lib:
+            (self.lib.phx_wait_begin if on else self.lib.phx_wait_end)()
+        self._waiting = on
 
     def beat(self, step):
         with self.lock:
@@ -157,6 +170,7 @@ class Heartbeat:
 
     def finalize(self):
         # What follows the last step (shutting down) is not a hang.
+        self.waiting = False
         with self.lock:
             if self.lib:
                 self.lib.phx_finalize()

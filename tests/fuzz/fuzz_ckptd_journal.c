@@ -41,6 +41,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					abort();
 			if (j->ngens && j->commit.committed < j->gens[j->ngens - 1].gen)
 				abort();
+			/* A driver's roles: bounded in number and in every time. */
+			if (j->r.nroles > PHX_RL_ROLES_MAX || (j->r.nroles && !j->r.roles))
+				abort();
+			for (size_t i = 0; i < j->r.nroles; i++)
+				for (int k = 0; k < PHX_RL_PARTS; k++)
+					if (j->r.roles[i].base_ms[k] > PHX_RL_VALUE_MAX ||
+					    j->r.roles[i].cur.part_ms[k] > PHX_RL_VALUE_MAX)
+						abort();
 		}
 	ckptd_jobs_free(&d);
 	return 0;

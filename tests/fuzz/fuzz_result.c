@@ -21,6 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct phx_result r, back;
 	char line[4096], node[64];
 	enum phx_beat beat;
+	struct phx_progress prog;
 	int n;
 
 	if (phx_result_parse((const char *)data, size, &r) == 0) {
@@ -66,5 +67,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					       PHX_LOST_KEY_HEX + 1) &&
 				       node[0] && beat <= PHX_BEAT_END,
 			       "alive report without the key");
+	/* Progress counts only with the key, and a report of it reads back the same. */
+	if (phx_progress_report_parse((const char *)data, size, "0123456789abcdef0123456789abcdef",
+				      node, sizeof(node), &prog) == 0) {
+		char again[64], d[PHX_LOST_REPORT_MAX + 1];
+		struct phx_progress reread;
+
+		phx_fuzz_check(size > PHX_LOST_KEY_HEX + 1 &&
+				       !memcmp(data, "0123456789abcdef0123456789abcdef ",
+					       PHX_LOST_KEY_HEX + 1) &&
+				       node[0],
+			       "progress report without the key");
+		n = snprintf(d, sizeof(d), "0123456789abcdef0123456789abcdef ");
+		n += phx_progress_format(node, &prog, d + n, sizeof(d) - (size_t)n);
+		phx_fuzz_check((size_t)n < sizeof(d) &&
+				       phx_progress_report_parse(
+					       d, (size_t)n, "0123456789abcdef0123456789abcdef",
+					       again, sizeof(again), &reread) == 0 &&
+				       !strcmp(again, node) && reread.stepped == prog.stepped &&
+				       reread.step == prog.step && reread.wait_ms == prog.wait_ms &&
+				       reread.resumed == prog.resumed &&
+				       reread.resumed_step == prog.resumed_step,
+			       "progress report round trip");
+	}
 	return 0;
 }

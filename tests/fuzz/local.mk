@@ -18,6 +18,7 @@ FUZZ_TARGETS = \
 	tests/fuzz/fuzz_ckptd_journal \
 	tests/fuzz/fuzz_result \
 	tests/fuzz/fuzz_role \
+	tests/fuzz/fuzz_role_ledger \
 	tests/fuzz/fuzz_xid \
 	tests/fuzz/fuzz_errfile \
 	tests/fuzz/fuzz_xrdv
@@ -52,6 +53,8 @@ tests_fuzz_fuzz_result_SOURCES = tests/fuzz/fuzz_result.c tests/fuzz/driver.c
 tests_fuzz_fuzz_result_LDADD = $(PHX_LAUNCH_LIBS) $(PHX_FUZZ_LDADD)
 tests_fuzz_fuzz_role_SOURCES = tests/fuzz/fuzz_role.c tests/fuzz/driver.c
 tests_fuzz_fuzz_role_LDADD = $(PHX_LAUNCH_LIBS) $(PHX_FUZZ_LDADD)
+tests_fuzz_fuzz_role_ledger_SOURCES = tests/fuzz/fuzz_role_ledger.c tests/fuzz/driver.c
+tests_fuzz_fuzz_role_ledger_LDADD = $(PHX_PROTO_LIBS) $(PHX_FUZZ_LDADD)
 tests_fuzz_fuzz_xid_SOURCES = tests/fuzz/fuzz_xid.c tests/fuzz/driver.c
 tests_fuzz_fuzz_xid_LDADD = $(PHX_HEALTH_LIBS) $(PHX_FUZZ_LDADD)
 tests_fuzz_fuzz_errfile_SOURCES = tests/fuzz/fuzz_errfile.c tests/fuzz/driver.c

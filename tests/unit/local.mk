@@ -42,6 +42,7 @@ UNIT_TESTS = \
 	tests/unit/test_libphalanx_ckpt \
 	tests/unit/test_ckpt_manifest \
 	tests/unit/test_ckpt_wire \
+	tests/unit/test_role_ledger \
 	tests/unit/test_ckpt_client \
 	tests/unit/test_ckpt_commit \
 	tests/unit/test_ckpt_partner \
@@ -50,6 +51,7 @@ UNIT_TESTS = \
 	tests/unit/test_ckptd_journal \
 	tests/unit/test_launch_driver \
 	tests/unit/test_driver_roles \
+	tests/unit/test_driver_ledger \
 	tests/unit/test_launch_roles \
 	tests/unit/test_recovery_policy \
 	tests/unit/test_requeue \
@@ -131,6 +133,8 @@ tests_unit_test_ckpt_manifest_SOURCES = tests/unit/test_ckpt_manifest.c tests/un
 tests_unit_test_ckpt_manifest_LDADD = $(PHX_PROTO_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_ckpt_wire_SOURCES = tests/unit/test_ckpt_wire.c
 tests_unit_test_ckpt_wire_LDADD = $(PHX_PROTO_LIBS) $(PHX_UNIT_LDADD)
+tests_unit_test_role_ledger_SOURCES = tests/unit/test_role_ledger.c
+tests_unit_test_role_ledger_LDADD = $(PHX_PROTO_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_ckpt_client_SOURCES = tests/unit/test_ckpt_client.c
 tests_unit_test_ckpt_client_LDADD = $(PHX_PROTO_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_ckpt_commit_SOURCES = tests/unit/test_ckpt_commit.c
@@ -147,6 +151,8 @@ tests_unit_test_launch_driver_SOURCES = tests/unit/test_launch_driver.c
 tests_unit_test_launch_driver_LDADD = launcher/driver/libphxdriver.la $(PHX_LAUNCH_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_driver_roles_SOURCES = tests/unit/test_driver_roles.c
 tests_unit_test_driver_roles_LDADD = launcher/driver/libphxdriver.la $(PHX_LAUNCH_LIBS) $(PHX_UNIT_LDADD)
+tests_unit_test_driver_ledger_SOURCES = tests/unit/test_driver_ledger.c
+tests_unit_test_driver_ledger_LDADD = launcher/driver/libphxdriver.la $(PHX_LAUNCH_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_launch_roles_SOURCES = tests/unit/test_launch_roles.c
 tests_unit_test_launch_roles_LDADD = $(PHX_LAUNCH_LIBS) $(PHX_UNIT_LDADD)
 tests_unit_test_recovery_policy_SOURCES = tests/unit/test_recovery_policy.c

@@ -302,6 +302,12 @@ static void test_recovery_messages(void **state)
 		       PHX_SIDE_DAEMON, "must name the \"node\"");
 	expect_refused("{\"v\":2,\"type\":\"event\",\"kind\":\"oops\"}", PHX_SIDE_DAEMON,
 		       "is not save");
+	/* A role's record is the job's: no node, and the record in the reason. */
+	expect_refused("{\"v\":3,\"type\":\"event\",\"kind\":\"role\",\"node\":\"n1\","
+		       "\"reason\":\"t run=1\"}",
+		       PHX_SIDE_DAEMON, "a role event names no");
+	expect_refused("{\"v\":3,\"type\":\"event\",\"kind\":\"role\"}", PHX_SIDE_DAEMON,
+		       "a role event names no");
 	expect_refused("{\"v\":2,\"type\":\"heartbeat\",\"step\":-1}", PHX_SIDE_DAEMON, "step");
 	expect_refused("{\"v\":2,\"type\":\"heartbeat\",\"node\":\"x\"}", PHX_SIDE_DAEMON, "node");
 	expect_refused("{\"v\":2,\"type\":\"goodput\",\"job\":5,\"report\":[]}", PHX_SIDE_CLIENT,
@@ -371,11 +377,14 @@ static void test_order(void **state)
 #define DAUTH "{\"v\":3,\"type\":\"auth\",\"mac\":\"" SHA_A "\"}"
 #define RESTART "{\"v\":3,\"type\":\"event\",\"kind\":\"restart\",\"node\":\"n2\",\"reason\":\"x\"}"
 #define CHECK "{\"v\":3,\"type\":\"event\",\"kind\":\"check\",\"node\":\"n3\",\"value\":0}"
+#define ROLE                                                                                       \
+	"{\"v\":3,\"type\":\"event\",\"kind\":\"role\",\"reason\":\"trainer run=1 ranks=8 "        \
+	"productive=1 waiting=0 restart=0 lost=0 detect=0 failures=0\"}"
 
 /* A driver authenticates, never registers, and sends events only. */
 static void test_driver_role(void **state)
 {
-	const char *good[] = { DHELLO, DAUTH, RESTART, CHECK, NULL };
+	const char *good[] = { DHELLO, DAUTH, RESTART, CHECK, ROLE, NULL };
 	const char *reg[] = { DHELLO, DAUTH, REG, NULL };
 	const char *noauth[] = { DHELLO, CHECK, NULL };
 	const char *hb[] = { DHELLO, DAUTH, "{\"v\":3,\"type\":\"heartbeat\"}", NULL };

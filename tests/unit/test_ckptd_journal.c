@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <json-c/json.h>
 
 #include "checkpoint/ckptd/ckptd_catalog.h"
 #include "checkpoint/ckptd/ckptd_job.h"
@@ -399,6 +401,195 @@ static void test_recovery_ledger_replays(void **state)
 	daemon_free(d);
 }
 
+#define RL(name, run, prod, fail)                                                                  \
+	name " run=" #run " ranks=8 productive=" #prod " waiting=20 restart=30 lost=4 detect=5 "   \
+	     "failures=" #fail
+
+static struct json_object *role_report(struct ckptd *d, struct ckptd_job *j, size_t i)
+{
+	struct json_object *o = ckptd_goodput_json(d, j), *roles, *r;
+
+	assert_true(json_object_object_get_ex(o, "roles", &roles));
+	r = json_object_get(json_object_array_get_idx(roles, i));
+	json_object_put(o);
+	return r;
+}
+
+static double num(struct json_object *o, const char *k)
+{
+	struct json_object *v;
+
+	assert_true(json_object_object_get_ex(o, k, &v));
+	return json_object_get_double(v);
+}
+
+/*
+ * A driver's role records: a new driver run adds the old run's totals to
+ * the role's base, a record of the same run replaces the newest, at most
+ * PHX_RL_ROLES_MAX roles are kept, and the roles outlive the daemon
+ * through the journal and its compaction.
+ */
+static void test_roles(void **state)
+{
+	struct ckptd *d = daemon_at("s8", 2);
+	struct ckptd_job *j = ckptd_job_get(d, 31, 1000), *k;
+	struct json_object *r, *parts;
+	char err[512], name[16], rec[256];
+
+	(void)state;
+	assert_int_equal(ckptd_recovery_role(d, j, RL("trainer", 1, 0, 0), err, sizeof(err)), 0);
+	assert_true(j->r.on);
+	assert_int_equal(j->r.gp.phase, PHX_GP_PH_RESTART);
+	/* Productive time: the job has left its start-up. */
+	assert_int_equal(ckptd_recovery_role(d, j, RL("trainer", 1, 1000, 0), err, sizeof(err)), 0);
+	assert_int_equal(j->r.gp.phase, PHX_GP_PH_RUN);
+	assert_int_equal(ckptd_recovery_role(d, j, RL("rollout", 1, 700, 0), err, sizeof(err)), 0);
+	assert_int_equal(ckptd_recovery_role(d, j, RL("trainer", 1, 2000, 1), err, sizeof(err)), 0);
+	assert_int_equal(j->r.nroles, 2);
+	assert_int_equal(j->r.roles[0].cur.part_ms[PHX_RL_PRODUCTIVE], 2000);
+	assert_int_equal(j->r.roles[0].base_ms[PHX_RL_PRODUCTIVE], 0);
+	/* The job's next driver: the first run's totals go to the base. */
+	assert_int_equal(ckptd_recovery_role(d, j, RL("trainer", 2, 500, 0), err, sizeof(err)), 0);
+	assert_int_equal(j->r.roles[0].base_ms[PHX_RL_PRODUCTIVE], 2000);
+	assert_int_equal(j->r.roles[0].base_ms[PHX_RL_WAITING], 20);
+	assert_int_equal(j->r.roles[0].base_failures, 1);
+	assert_int_equal(j->r.roles[0].cur.run, 2);
+	assert_int_equal(j->r.roles[0].cur.part_ms[PHX_RL_PRODUCTIVE], 500);
+	/* Refused records change nothing. */
+	assert_int_equal(ckptd_recovery_role(d, j, "trainer run=3", err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "role record"));
+	assert_int_equal(j->r.roles[0].cur.run, 2);
+	for (int i = 2; i < PHX_RL_ROLES_MAX; i++) {
+		snprintf(name, sizeof(name), "pool%d", i);
+		snprintf(rec, sizeof(rec),
+			 "%s run=1 ranks=1 productive=%d waiting=0 restart=0 "
+			 "lost=0 detect=0 failures=0",
+			 name, i);
+		assert_int_equal(ckptd_recovery_role(d, j, rec, err, sizeof(err)), 0);
+	}
+	assert_int_equal(ckptd_recovery_role(d, j, RL("one_more", 1, 1, 0), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "16 roles"));
+	assert_int_equal(j->r.nroles, PHX_RL_ROLES_MAX);
+	/* The report sums the runs, in GPU-seconds. */
+	r = role_report(d, j, 0);
+	assert_string_equal(json_object_get_string(json_object_object_get(r, "role")), "trainer");
+	assert_true(num(r, "ranks") == 8 && num(r, "failures") == 1);
+	parts = json_object_object_get(r, "parts");
+	assert_true(num(parts, "productive") == 2.5 && num(parts, "waiting") == 0.04 &&
+		    num(parts, "restart") == 0.06 && num(parts, "lost_work") == 0.008 &&
+		    num(parts, "detection") == 0.01);
+	assert_true(fabs(num(r, "gpu_s") - 2.618) < 1e-9);
+	assert_true(fabs(num(r, "goodput") - 2.5 / 2.618) < 1e-9);
+	json_object_put(r);
+	/* Within 30 s, a record of the same run and failures is not journaled... */
+	assert_int_equal(ckptd_recovery_role(d, j, RL("trainer", 2, 600, 0), err, sizeof(err)), 0);
+	assert_int_equal(ckptd_recovery_role(d, j, RL("rollout", 1, 800, 0), err, sizeof(err)), 0);
+	daemon_free(d);
+	d = daemon_at("s8", 2);
+	j = ckptd_job_find(d, 31);
+	assert_non_null(j);
+	assert_int_equal(j->r.nroles, PHX_RL_ROLES_MAX);
+	assert_string_equal(j->r.roles[0].cur.name, "trainer");
+	assert_int_equal(j->r.roles[0].cur.part_ms[PHX_RL_PRODUCTIVE], 500);
+	assert_int_equal(j->r.roles[0].base_ms[PHX_RL_PRODUCTIVE], 2000);
+	assert_int_equal(j->r.roles[0].base_failures, 1);
+	assert_int_equal(j->r.roles[1].cur.part_ms[PHX_RL_PRODUCTIVE], 700);
+	assert_string_equal(j->r.roles[15].cur.name, "pool15");
+	/* ... and after 30 s it is. */
+	j->r.roles_journaled -= 31;
+	assert_int_equal(ckptd_recovery_role(d, j, RL("trainer", 2, 900, 0), err, sizeof(err)), 0);
+	/* Compaction keeps them: another job's commits grow the journal past its bound. */
+	k = ckptd_job_get(d, 32, 1000);
+	assert_int_equal(ckptd_job_register(d, k, 8, 256, "", NULL, err, sizeof(err)), 0);
+	for (uint64_t g = 1; !d->m.journal_compactions; g++)
+		commit(d, k, g, 8, 32);
+	daemon_free(d);
+	d = daemon_at("s8", 2);
+	j = ckptd_job_find(d, 31);
+	assert_non_null(j);
+	assert_int_equal(j->r.nroles, PHX_RL_ROLES_MAX);
+	assert_int_equal(j->r.roles[0].cur.part_ms[PHX_RL_PRODUCTIVE], 900);
+	assert_int_equal(j->r.roles[0].base_ms[PHX_RL_PRODUCTIVE], 2000);
+	daemon_free(d);
+}
+
+/* Journals of before roles replay; a record's roles are checked as strictly as the rest. */
+static void test_roles_replay(void **state)
+{
+	struct ckptd *d = daemon_at("s9", 2);
+	struct ckptd_job *j = ckptd_job_get(d, 41, 1000);
+	char err[512], *text, bad[2048];
+	const char *old = "{\"op\":\"recovery\",\"job\":42,\"uid\":7,\"requeues\":0,"
+			  "\"stopped\":0,\"ended\":0,\"reason\":\"\",\"exclude\":\"\","
+			  "\"phase\":\"run\",\"start_us\":1,\"since_us\":2,\"end_us\":0,"
+			  "\"failures\":0,\"parts_us\":[1,0,0,0,0,0,0]}";
+	static const char *const refused[][2] = {
+		{ "[{\"name\":\"1x\",\"run\":1,\"ranks\":1,\"failures\":0,\"base_failures\":0,"
+		  "\"base_ms\":[0,0,0,0,0],\"cur_ms\":[0,0,0,0,0]}]",
+		  "start with a letter" },
+		{ "[{\"name\":\"t\",\"run\":1,\"ranks\":1,\"failures\":0,\"base_failures\":0,"
+		  "\"base_ms\":[0,0,0,0],\"cur_ms\":[0,0,0,0,0]}]",
+		  "must hold 5 numbers" },
+		{ "[{\"name\":\"t\",\"run\":1,\"ranks\":1,\"failures\":0,\"base_failures\":0,"
+		  "\"base_ms\":[0,0,0,0,0],\"cur_ms\":[0,0,0,0,4503599627370497]}]",
+		  "outside 0..4503599627370496" },
+		{ "[{\"name\":\"t\",\"run\":1,\"ranks\":4294967296,\"failures\":0,"
+		  "\"base_failures\":0,\"base_ms\":[0,0,0,0,0],\"cur_ms\":[0,0,0,0,0]}]",
+		  "\"ranks\" must be from" },
+		{ "[{\"name\":\"t\",\"run\":1,\"ranks\":1,\"failures\":0,\"base_failures\":0,"
+		  "\"base_ms\":[0,0,0,0,0],\"cur_ms\":[0,0,0,0,0],\"x\":1}]",
+		  "unknown key \"x\"" },
+		{ "[{\"name\":\"t\",\"run\":1,\"ranks\":1,\"failures\":0,\"base_failures\":0,"
+		  "\"base_ms\":[0,0,0,0,0],\"cur_ms\":[0,0,0,0,0]},"
+		  "{\"name\":\"t\",\"run\":1,\"ranks\":1,\"failures\":0,\"base_failures\":0,"
+		  "\"base_ms\":[0,0,0,0,0],\"cur_ms\":[0,0,0,0,0]}]",
+		  "there twice" },
+		{ "[1]", "not an object" },
+		{ "{}", "must be an array" },
+	};
+
+	(void)state;
+	/* A job without roles journals the record it always did. */
+	j->r.on = 1;
+	phx_gp_begin(&j->r.gp, 1000);
+	text = ckptd_recovery_record(j);
+	assert_null(strstr(text, "roles"));
+	free(text);
+	/* A record of before roles. */
+	assert_int_equal(ckptd_catalog_replay(d, old, strlen(old), err, sizeof(err)), 0);
+	j = ckptd_job_find(d, 42);
+	assert_non_null(j);
+	assert_int_equal(j->r.nroles, 0);
+	assert_int_equal(j->r.gp.phase, PHX_GP_PH_RUN);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		snprintf(bad, sizeof(bad), "%.*s,\"roles\":%s}", (int)strlen(old) - 1, old,
+			 refused[i][0]);
+		err[0] = '\0';
+		assert_int_equal(ckptd_catalog_replay(d, bad, strlen(bad), err, sizeof(err)), -1);
+		if (!strstr(err, refused[i][1]))
+			fail_msg("%s: '%s' lacks '%s'", bad, err, refused[i][1]);
+	}
+	/* A good one, then one without roles: the newest record is the whole state. */
+	snprintf(bad, sizeof(bad), "%.*s,\"roles\":%s}", (int)strlen(old) - 1, old,
+		 "[{\"name\":\"t\",\"run\":18446744073709551615,\"ranks\":1,\"failures\":2,"
+		 "\"base_failures\":3,\"base_ms\":[1,2,3,4,5],\"cur_ms\":[6,7,8,9,10]}]");
+	assert_int_equal(ckptd_catalog_replay(d, bad, strlen(bad), err, sizeof(err)), 0);
+	assert_int_equal(j->r.nroles, 1);
+	assert_true(j->r.roles[0].cur.run == UINT64_MAX);
+	assert_int_equal(j->r.roles[0].base_ms[4], 5);
+	assert_int_equal(j->r.roles[0].cur.part_ms[0], 6);
+	assert_int_equal(j->r.roles[0].base_failures, 3);
+	/* Written back as read. */
+	text = ckptd_recovery_record(j);
+	assert_non_null(strstr(text, "\"roles\":[{\"name\":\"t\",\"run\":18446744073709551615,"
+				     "\"ranks\":1,\"failures\":2,\"base_failures\":3,"
+				     "\"base_ms\":[1,2,3,4,5],\"cur_ms\":[6,7,8,9,10]}]"));
+	free(text);
+	assert_int_equal(ckptd_catalog_replay(d, old, strlen(old), err, sizeof(err)), 0);
+	assert_int_equal(j->r.nroles, 0);
+	daemon_free(d);
+}
+
 static void test_bad_register(void **state)
 {
 	struct ckptd *d = daemon_at("s3", 2);
@@ -514,6 +705,8 @@ int main(void)
 		cmocka_unit_test(test_restart_replays_catalog),
 		cmocka_unit_test(test_compaction),
 		cmocka_unit_test(test_recovery_ledger_replays),
+		cmocka_unit_test(test_roles),
+		cmocka_unit_test(test_roles_replay),
 		cmocka_unit_test(test_bad_register),
 		cmocka_unit_test(test_driver_holds_its_job),
 		cmocka_unit_test(test_manifest_over_a_reply),

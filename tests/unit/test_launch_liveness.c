@@ -229,6 +229,65 @@ static void test_alive_report(void **state)
 	assert_int_equal(phx_alive_report_parse(d, (size_t)n, key, node, 5, &b), -1);
 }
 
+/* Every agent of a role's step reports its workers' lowest step and their waits. */
+static void test_progress_report(void **state)
+{
+	const char *key = "00112233445566778899aabbccddeeff";
+	const struct phx_progress cases[] = {
+		{ .stepped = false, .wait_ms = 0 },
+		{ .stepped = true, .step = 0, .wait_ms = 12, .resumed = true, .resumed_step = 0 },
+		{ .stepped = true, .step = 9999999999999999999ull, .wait_ms = 1234567890123ull },
+		{ .stepped = false, .wait_ms = 7, .resumed = true, .resumed_step = 40 },
+	};
+	const char *bad[] = {
+		"phalanx: progress node7 -1 5 -",
+		"phalanx: progress node7 1 -5 -",
+		"phalanx: progress node7 1 5",
+		"phalanx: progress node7 1 5 - ",
+		"phalanx: progress node7 1  5 -",
+		"phalanx: progress node7 +1 5 -",
+		"phalanx: progress node7 1 5 -\n",
+		"phalanx: progress node7 10000000000000000000 5 -",
+		"phalanx: progress node:7 1 5 -",
+		"phalanx: progress node7 - - -",
+		"phalanx: progress  1 5 -",
+		"phalanx: alive node7 steady",
+		"phalanx: progress node7 1 5 --",
+		"phalanx: progress node7 1 5 -3",
+	};
+	char d[PHX_LOST_REPORT_MAX + 8], node[256];
+	struct phx_progress p;
+	enum phx_beat b;
+	int n;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		n = snprintf(d, sizeof(d), "%s ", key);
+		n += phx_progress_format("node7", &cases[i], d + n, sizeof(d) - (size_t)n);
+		assert_int_equal(
+			phx_progress_report_parse(d, (size_t)n, key, node, sizeof(node), &p), 0);
+		assert_string_equal(node, "node7");
+		assert_int_equal(p.stepped, cases[i].stepped);
+		assert_true(p.step == cases[i].step && p.wait_ms == cases[i].wait_ms);
+		assert_int_equal(p.resumed, cases[i].resumed);
+		assert_true(p.resumed_step == cases[i].resumed_step);
+		/* Neither a beat nor a lost report. */
+		assert_int_equal(phx_alive_report_parse(d, (size_t)n, key, node, sizeof(node), &b),
+				 -1);
+		assert_int_equal(phx_lost_report_parse(d, (size_t)n, key, node, sizeof(node)), -1);
+		/* Another key. */
+		assert_int_equal(phx_progress_report_parse(d, (size_t)n,
+							   "00112233445566778899aabbccddeefe", node,
+							   sizeof(node), &p),
+				 -1);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		n = snprintf(d, sizeof(d), "%s %s", key, bad[i]);
+		assert_int_equal(
+			phx_progress_report_parse(d, (size_t)n, key, node, sizeof(node), &p), -1);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -241,6 +300,7 @@ int main(void)
 		cmocka_unit_test(test_lost_line),
 		cmocka_unit_test(test_lost_report),
 		cmocka_unit_test(test_alive_report),
+		cmocka_unit_test(test_progress_report),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

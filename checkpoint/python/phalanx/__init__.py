@@ -75,6 +75,8 @@ def load_library():
         "phx_strerror": ([ctypes.c_int], ctypes.c_char_p),
         "phx_init": ([], ctypes.c_int),
         "phx_heartbeat": ([ctypes.c_long], ctypes.c_int),
+        "phx_wait_begin": ([], ctypes.c_int),
+        "phx_wait_end": ([], ctypes.c_int),
         "phx_should_save": ([ctypes.c_long], ctypes.c_int),
         "phx_save_begin": ([ctypes.c_long, ctypes.c_size_t,
                             ctypes.POINTER(ctypes.c_void_p)], ctypes.c_int),
@@ -109,6 +111,19 @@ def _view(addr, nbytes, readonly):
     return view.toreadonly() if readonly else view
 
 
+class _Waiting:
+    def __init__(self, lib):
+        self._lib = lib
+
+    def __enter__(self):
+        self._lib.phx_wait_begin()
+        return self
+
+    def __exit__(self, *exc):
+        self._lib.phx_wait_end()
+        return False
+
+
 class Phalanx:
     """One process's connection to its node agent. Thread-safe like libphalanx."""
 
@@ -123,6 +138,17 @@ class Phalanx:
         rc = self._lib.phx_heartbeat(step)
         if rc and rc != -ENOAGENT:
             raise PhalanxError(rc, "phx_heartbeat")
+
+    def waiting(self):
+        """A context manager around a wait on another role of the job.
+
+            with phx.waiting():
+                samples = receive_from_rollouts()
+
+        The time counts as the role's "waiting" in phalanx goodput
+        (phx_wait_begin(3)); outside an agent's job it does nothing.
+        """
+        return _Waiting(self._lib)
 
     def should_save(self, step):
         """True every checkpoint.interval steps and once after a save request."""
