@@ -641,12 +641,16 @@ static int search(struct placer *p)
 		plan->cost = p->cand[best].cost;
 		swaps = 0;
 	}
-	if (phx_pl_step_bound(&p->a, &plan->step_bound_ns) < 0)
+	if (phx_pl_step_bound(&p->a, false, &plan->step_bound_ns) < 0)
 		return fail(p, "out of memory");
 	trades = phx_pl_ends(&p->a, plan->rank_node, plan->step_bound_ns);
 	if (trades < 0 ||
 	    (trades && (phx_pl_cost(&p->a, plan->rank_node, &plan->cost) < 0 ||
 			phx_pl_step_time(&p->a, plan->rank_node, &plan->cost.step_ns) < 0)))
+		return fail(p, "out of memory");
+	/* Above the bound: the large units' bounds may show the step is nearer the best. */
+	if (plan->cost.step_ns > plan->step_bound_ns &&
+	    phx_pl_step_bound(&p->a, true, &plan->step_bound_ns) < 0)
 		return fail(p, "out of memory");
 	snprintf(plan->strategy, sizeof(plan->strategy), "%.80s%s%s", p->cand[best].name,
 		 swaps ? "+swaps" : "", trades ? "+ends" : "");

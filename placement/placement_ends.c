@@ -11,10 +11,13 @@
  * end-stage cell of the same shape elsewhere (in the largest leaves first,
  * whose uplinks are shared by the most GPUs). A trade is kept when the
  * link model's step gets shorter, or as long with fewer links that long.
- * The rounds stop at the bound, or when the link model has been evaluated
- * as often as the allocation's size allows (a count, so every node plans
- * the same). Where they stop above the bound, the pipelines are laid out
- * again over the leaves (resequence()) and the rounds go on from there.
+ * Where no middle stage under the busiest link has a trade that helps, a
+ * cell there with little traffic to its ring and pipeline neighbours is
+ * traded for one of those neighbours from outside (try_far()). The rounds
+ * stop at the bound, or when the link model has been evaluated as often as
+ * the allocation's size allows (a count, so every node plans the same).
+ * Where they stop above the bound, the pipelines are laid out again over
+ * the leaves (resequence()) and the rounds go on from there.
  */
 #include "config.h"
 
@@ -40,6 +43,7 @@ struct ends {
 	unsigned *used; /* per node: ranks on it */
 	bool *dirty; /* per cell: some of its ranks share a node with another cell's */
 	bool *tried; /* per cell: no trade of it helped */
+	bool *far_tried; /* per cell: no trade for its neighbours helped */
 	uint32_t *order; /* nodes of clean cells, by cell then lowest rank */
 	size_t n_order;
 	unsigned long *leaf_gpus; /* per leaf unit */
@@ -142,12 +146,12 @@ static void run_of(const struct ends *e, size_t i, size_t *at, size_t *len)
 	*len = j - i + 1;
 }
 
-/* Whether the run at y can take the place of the run at x: same shape, usable. */
+/* Whether the run at y can take the place of the run at x: same shape, usable, not under w. */
 static bool fits(const struct ends *e, const struct pl_worst *w, size_t x, size_t y, size_t len)
 {
 	const struct pl_alloc *a = e->a;
 
-	if (y + len > e->n_order || !end_stage(a, e->cell[e->order[y]]) ||
+	if (y + len > e->n_order ||
 	    (y + len < e->n_order && e->cell[e->order[y + len]] == e->cell[e->order[y]]))
 		return false;
 	for (size_t k = 0; k < len; k++) {
@@ -190,7 +194,7 @@ static size_t partner(const struct ends *e, const struct pl_worst *w, size_t x, 
 		bool near;
 
 		if ((y && e->cell[e->order[y - 1]] == e->cell[n]) || taken[y] ||
-		    !fits(e, w, x, y, len))
+		    !end_stage(a, e->cell[n]) || !fits(e, w, x, y, len))
 			continue;
 		near = near_neighbour(e, c, n);
 		if (best == e->n_order || (near && !best_near) ||
@@ -209,27 +213,46 @@ static bool shorter(const struct pl_worst *now, const struct pl_worst *was)
 	return now->t < was->t || (now->t == was->t && now->tied < was->tied);
 }
 
+/* Whether a trade of x for y shortens the step below w; kept if so, undone if not. */
+static bool trade(struct ends *e, struct pl_worst *w, size_t x, size_t y, size_t len)
+{
+	struct pl_worst now;
+
+	phx_pl_links_trade(e->links, e->order + x, e->order + y, len);
+	e->evals++;
+	phx_pl_links_worst(e->links, &now);
+	if (shorter(&now, w)) {
+		*w = now;
+		return true;
+	}
+	phx_pl_links_trade(e->links, e->order + x, e->order + y, len);
+	return false;
+}
+
 /* 1: a trade of the run at x was kept, 0: none helped. */
 static bool try_cell(struct ends *e, struct pl_worst *w, size_t x, size_t len, bool *taken)
 {
 	memset(taken, 0, e->n_order * sizeof(*taken));
 	for (int k = 0; k < PARTNERS && e->evals < e->max_evals; k++) {
 		size_t y = partner(e, w, x, len, taken);
-		struct pl_worst now;
 
 		if (y == e->n_order)
 			break;
 		taken[y] = true;
-		phx_pl_links_trade(e->links, e->order + x, e->order + y, len);
-		e->evals++;
-		phx_pl_links_worst(e->links, &now);
-		if (shorter(&now, w)) {
-			*w = now;
+		if (trade(e, w, x, y, len))
 			return true;
-		}
-		phx_pl_links_trade(e->links, e->order + x, e->order + y, len);
 	}
 	return false;
+}
+
+/* Whether the run at x is usable: none of its nodes slow. */
+static bool usable(const struct ends *e, size_t x, size_t len)
+{
+	for (size_t k = 0; k < len; k++) {
+		if (e->a->slow[e->order[x + k]])
+			return false;
+	}
+	return true;
 }
 
 /* A middle-stage run with a node under the busiest link, not tried yet; n_order if none. */
@@ -240,17 +263,157 @@ static size_t pick(const struct ends *e, const struct pl_worst *w, size_t *len)
 	for (size_t i = 0; i < e->n_order; i++) {
 		uint32_t n = e->order[i];
 		size_t at;
-		bool usable = true;
 
 		if (!under(a, w, n) || e->tried[e->cell[n]] || end_stage(a, e->cell[n]))
 			continue;
 		run_of(e, i, &at, len);
-		for (size_t k = 0; k < *len; k++)
-			usable = usable && !a->slow[e->order[at + k]];
-		if (usable)
+		if (usable(e, at, *len))
 			return at;
 	}
 	return e->n_order;
+}
+
+/*
+ * Trades for neighbours. A unit under the busiest link with no middle
+ * stage a trade helps may still send more than it must: its cells' ring
+ * (data-parallel) and pipeline neighbours sit elsewhere. Trading the cell
+ * with the least traffic to neighbours in the unit for a cell outside with
+ * the most (Kernighan and Lin's move) keeps twice the difference in.
+ */
+#define NEIGHBOURS 4
+
+/* Cell c's data-parallel ring and pipeline neighbours, each with the KiB of an edge; how many. */
+static unsigned neighbours(const struct pl_alloc *a, uint64_t c, uint64_t *nb, uint64_t *kib)
+{
+	static const enum phx_dim dims[] = { PHX_DIM_DP, PHX_DIM_PP };
+	unsigned n = 0;
+
+	for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
+		enum phx_dim d = dims[i];
+		unsigned long size = a->layout->size[d], st = phx_layout_stride(a->layout, d);
+		unsigned long k = c / st % size;
+		uint64_t flow = phx_pl_flow_kib(a, d);
+		bool ring = d == PHX_DIM_DP;
+
+		if (size < 2 || !flow)
+			continue;
+		if (k > 0 || ring) {
+			nb[n] = k > 0 ? c - st : c + (size - 1) * st;
+			kib[n++] = flow;
+		}
+		if (k + 1 < size || ring) {
+			nb[n] = k + 1 < size ? c + st : c - k * st;
+			kib[n++] = flow;
+		}
+	}
+	return n;
+}
+
+/* KiB cell c exchanges with neighbours under w. */
+static uint64_t kib_under(const struct ends *e, const struct pl_worst *w, uint64_t c)
+{
+	uint64_t nb[NEIGHBOURS], kib[NEIGHBOURS], in = 0;
+	unsigned n = neighbours(e->a, c, nb, kib);
+
+	for (unsigned i = 0; i < n; i++)
+		in += under(e->a, w, e->rank_node[nb[i]]) ? kib[i] : 0;
+	return in;
+}
+
+/* The run of order[] (sorted by cell) holding cell c; n_order if none. */
+static size_t run_at(const struct ends *e, uint64_t c)
+{
+	size_t lo = 0, hi = e->n_order;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (e->cell[e->order[mid]] < c)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < e->n_order && e->cell[e->order[lo]] == c ? lo : e->n_order;
+}
+
+/* The run under w with the least traffic to neighbours under w, not tried; n_order if none. */
+static size_t pick_far(const struct ends *e, const struct pl_worst *w, size_t *len, uint64_t *in)
+{
+	size_t best = e->n_order, at, n;
+
+	for (size_t i = 0; i < e->n_order; i++) {
+		uint32_t node = e->order[i];
+		uint64_t k;
+
+		if ((i && e->cell[e->order[i - 1]] == e->cell[node]) || !under(e->a, w, node) ||
+		    e->far_tried[e->cell[node]])
+			continue;
+		run_of(e, i, &at, &n);
+		k = kib_under(e, w, e->cell[node]);
+		if (usable(e, at, n) && (best == e->n_order || k < *in)) {
+			best = at;
+			*len = n;
+			*in = k;
+		}
+	}
+	return best;
+}
+
+/* Up to PARTNERS runs outside w, neighbours of cells under it, with the most traffic under it. */
+static unsigned far_partners(const struct ends *e, const struct pl_worst *w, size_t x, size_t len,
+			     uint64_t least, size_t *ys)
+{
+	uint64_t score[PARTNERS];
+	unsigned n = 0;
+
+	for (size_t i = 0; i < e->n_order; i++) {
+		uint64_t nb[NEIGHBOURS], kib[NEIGHBOURS];
+		uint32_t node = e->order[i];
+		unsigned k;
+
+		if ((i && e->cell[e->order[i - 1]] == e->cell[node]) || !under(e->a, w, node))
+			continue;
+		k = neighbours(e->a, e->cell[node], nb, kib);
+		for (unsigned j = 0; j < k; j++) {
+			size_t y = run_at(e, nb[j]);
+			uint64_t in;
+			unsigned at = n;
+
+			if (y == e->n_order || !fits(e, w, x, y, len) || !usable(e, y, len))
+				continue;
+			in = kib_under(e, w, nb[j]);
+			for (unsigned q = 0; q < n; q++)
+				at = ys[q] == y ? PARTNERS : at;
+			if (in <= least || at == PARTNERS)
+				continue;
+			while (at > 0 && score[at - 1] < in) {
+				if (at < PARTNERS) {
+					ys[at] = ys[at - 1];
+					score[at] = score[at - 1];
+				}
+				at--;
+			}
+			if (at < PARTNERS) {
+				ys[at] = y;
+				score[at] = in;
+				n += n < PARTNERS;
+			}
+		}
+	}
+	return n;
+}
+
+/* 1: a trade of the run at x for a neighbour of the unit under w was kept, 0: none helped. */
+static bool try_far(struct ends *e, struct pl_worst *w, size_t x, size_t len, uint64_t in)
+{
+	size_t ys[PARTNERS];
+	unsigned n = far_partners(e, w, x, len, in, ys);
+
+	for (unsigned k = 0; k < n && e->evals < e->max_evals; k++) {
+		if (trade(e, w, x, ys[k], len))
+			return true;
+	}
+	return false;
 }
 
 /* A leaf's runs of order[], a cell each: where they start, how many. */
@@ -508,6 +671,7 @@ static int try_resequence(struct ends *e, struct pl_worst *w)
 	return rc;
 }
 
+/* Rounds of trades under the busiest link, until none helps there. */
 static long rounds(struct ends *e, uint64_t bound_ns)
 {
 	bool *taken = calloc(e->a->n_nodes + 1, sizeof(*taken));
@@ -519,18 +683,21 @@ static long rounds(struct ends *e, uint64_t bound_ns)
 		return -1;
 	phx_pl_links_worst(e->links, &w);
 	while (e->evals < e->max_evals && (uint64_t)w.t > bound_ns) {
+		uint64_t in = 0;
 		size_t x, len;
 
 		if (moved)
 			classify(e);
-		x = pick(e, &w, &len);
-		if (x == e->n_order)
+		if ((x = pick(e, &w, &len)) != e->n_order) {
+			moved = try_cell(e, &w, x, len, taken);
+			e->tried[e->cell[e->order[x]]] = !moved;
+		} else if ((x = pick_far(e, &w, &len, &in)) != e->n_order) {
+			moved = try_far(e, &w, x, len, in);
+			e->far_tried[e->cell[e->order[x]]] = !moved;
+		} else {
 			break;
-		moved = try_cell(e, &w, x, len, taken);
-		if (moved)
-			trades++;
-		else
-			e->tried[e->cell[e->order[x]]] = true;
+		}
+		trades += moved;
 	}
 	free(taken);
 	return trades;
@@ -564,6 +731,7 @@ static long all_rounds(struct ends *e, uint64_t bound_ns)
 	if (!e->links)
 		return -1;
 	memset(e->tried, 0, e->a->world * sizeof(*e->tried));
+	memset(e->far_tried, 0, e->a->world * sizeof(*e->far_tried));
 	more = rounds(e, bound_ns);
 	return more < 0 ? -1 : trades + moved + more;
 }
@@ -583,8 +751,10 @@ long phx_pl_ends(const struct pl_alloc *a, uint32_t *rank_node, uint64_t bound_n
 	e.order = calloc(a->n_nodes + 1, sizeof(*e.order));
 	e.dirty = calloc(a->world, sizeof(*e.dirty));
 	e.tried = calloc(a->world, sizeof(*e.tried));
+	e.far_tried = calloc(a->world, sizeof(*e.far_tried));
 	e.leaf_gpus = phx_pl_unit_gpus(a, PHX_LEVEL_LEAF);
-	if (!e.cell || !e.first || !e.used || !e.order || !e.dirty || !e.tried || !e.leaf_gpus)
+	if (!e.cell || !e.first || !e.used || !e.order || !e.dirty || !e.tried || !e.far_tried ||
+	    !e.leaf_gpus)
 		goto out;
 	trades = all_rounds(&e, bound_ns);
 out:
@@ -595,6 +765,7 @@ out:
 	free(e.order);
 	free(e.dirty);
 	free(e.tried);
+	free(e.far_tried);
 	free(e.leaf_gpus);
 	return trades;
 }

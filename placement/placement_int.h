@@ -121,16 +121,25 @@ long phx_pl_ends(const struct pl_alloc *a, uint32_t *rank_node, uint64_t bound_n
 int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound);
 /*
  * The link model's lower bound (placement_link_bound.c): no map's step is
- * shorter; units of more than PL_BOUND_RANKS ranks are left out of it.
+ * shorter. Units of up to PL_BOUND_RANKS ranks are bounded by their
+ * tables; with wide, larger ones too, by layers along a ring (more work,
+ * for when the plan is above the bound without).
  */
 #define PL_BOUND_RANKS 64ul
-int phx_pl_step_bound(const struct pl_alloc *a, uint64_t *ns);
+int phx_pl_step_bound(const struct pl_alloc *a, bool wide, uint64_t *ns);
 /*
  * least[m], m <= lim: the least KiB any m of the ranks send to the others
  * in one step (ring_pp: counting two pipeline hops out of every part of a
  * pipeline); UINT64_MAX where the layout has fewer ranks.
  */
 int phx_pl_least_out(const struct pl_alloc *a, unsigned long lim, bool ring_pp, uint64_t *least);
+/*
+ * least[m], m <= lim: the same, by the bound for units too large for the
+ * tables (layers along the ring or pipeline of most members); UINT64_MAX
+ * where it has none.
+ */
+int phx_pl_least_out_wide(const struct pl_alloc *a, bool ring_pp, unsigned long lim,
+			  uint64_t *least);
 /*
  * least[m * (lim + 1) + e], e <= m <= lim: the least KiB any m ranks send
  * to the others when e of them are of the first or the last pipeline

@@ -1292,6 +1292,71 @@ static void test_least_out_exhaustive(void **state)
 }
 
 /*
+ * The bound for units too large for the tables (a spine of thousands of
+ * ranks), against every set of ranks of small layouts: no set sends less.
+ */
+static void test_least_out_wide_exhaustive(void **state)
+{
+	unsigned bounded = 0;
+
+	for (int round = 0; round < 80; round++) {
+		struct phx_layout layout;
+		struct pl_alloc a = { 0 };
+		uint64_t least[17], exact[17];
+		unsigned inner;
+		char spec[128];
+
+		small_layout(&layout, &a, round % 2, &inner, spec, sizeof(spec));
+		assert_int_equal(phx_pl_least_out_wide(&a, false, a.world, least), 0);
+		for (unsigned long m = 0; m <= a.world; m++)
+			exact[m] = UINT64_MAX;
+		for (unsigned mask = 0; mask < 1u << a.world; mask++) {
+			unsigned m = (unsigned)__builtin_popcount(mask);
+			uint64_t out = set_out(&a, mask);
+
+			exact[m] = out < exact[m] ? out : exact[m];
+		}
+		for (unsigned long m = 0; m <= a.world; m++) {
+			if (least[m] == UINT64_MAX)
+				continue;
+			bounded += least[m] > 0;
+			if (least[m] > exact[m])
+				fail_msg("%s: %lu ranks send at least %llu KiB, the wide bound "
+					 "says %llu",
+					 spec, m, (unsigned long long)exact[m],
+					 (unsigned long long)least[m]);
+		}
+	}
+	assert_true(bounded > 0);
+	(void)state;
+}
+
+/*
+ * Worked by hand: of tp=4 (heavy) x dp=64, 8 ranks send least as two whole
+ * data-parallel layers, four ring edges out; so do 8 of 256 in a spine.
+ */
+static void test_least_out_wide_by_hand(void **state)
+{
+	struct phx_layout layout;
+	struct pl_alloc a = { 0 };
+	uint64_t least[257];
+	char why[256];
+
+	assert_int_equal(phx_layout_parse("tp=4,dp=64", &layout, why, sizeof(why)), 0);
+	assert_int_equal(phx_layout_resolve(&layout, 256, why, sizeof(why)), 0);
+	a.layout = &layout;
+	a.world = 256;
+	a.traffic[PHX_DIM_TP] = 1000;
+	a.traffic[PHX_DIM_DP] = 10;
+	assert_int_equal(phx_pl_least_out_wide(&a, false, 256, least), 0);
+	assert_int_equal(least[8], 4 * 10 * 1024);
+	assert_int_equal(least[256], 0);
+	/* 6 ranks: at least the same four edges. */
+	assert_true(least[6] >= 4 * 10 * 1024);
+	(void)state;
+}
+
+/*
  * The least m ranks send when e of them are of the first or last stage,
  * against every set of ranks of small pipelined layouts: no set sends less;
  * with one other dimension or none, where each stage's best set can grow
@@ -1450,6 +1515,8 @@ int main(void)
 		cmocka_unit_test(test_traffic),
 		cmocka_unit_test(test_link_model),
 		cmocka_unit_test(test_least_out_exhaustive),
+		cmocka_unit_test(test_least_out_wide_exhaustive),
+		cmocka_unit_test(test_least_out_wide_by_hand),
 		cmocka_unit_test(test_least_out_ends_exhaustive),
 		cmocka_unit_test(test_link_trades),
 	};
