@@ -12,6 +12,7 @@ placement_libphxplacement_la_SOURCES = \
 	placement/placement.c placement/placement.h placement/placement_int.h \
 	placement/placement_pack.c placement/placement_refine.c placement/placement_cost.c \
 	placement/placement_links.c placement/placement_link_bound.c placement/placement_ends.c \
+	placement/placement_spread.c \
 	placement/placement_bound.c placement/plan_case.c placement/plan_case.h \
 	placement/rankmap.c placement/rankmap.h \
 	placement/torchenv.c placement/torchenv.h

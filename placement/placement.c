@@ -613,7 +613,7 @@ static int search(struct placer *p)
 	struct phx_plan *plan = p->plan;
 	struct pl_strategy none = { 0 };
 	size_t best, n_base;
-	long swaps, trades;
+	long swaps, trades, spread;
 
 	p->cand = calloc(MAX_STRATEGIES, sizeof(*p->cand));
 	if (!p->cand || phx_pl_tree_build(&p->a, &p->tree) < 0)
@@ -641,19 +641,20 @@ static int search(struct placer *p)
 		plan->cost = p->cand[best].cost;
 		swaps = 0;
 	}
-	if (phx_pl_step_bound(&p->a, false, &plan->step_bound_ns) < 0)
+	if (phx_pl_step_bound(&p->a, &plan->step_bound_ns) < 0)
 		return fail(p, "out of memory");
 	trades = phx_pl_ends(&p->a, plan->rank_node, plan->step_bound_ns);
 	if (trades < 0 ||
 	    (trades && (phx_pl_cost(&p->a, plan->rank_node, &plan->cost) < 0 ||
 			phx_pl_step_time(&p->a, plan->rank_node, &plan->cost.step_ns) < 0)))
 		return fail(p, "out of memory");
-	/* Above the bound: the large units' bounds may show the step is nearer the best. */
-	if (plan->cost.step_ns > plan->step_bound_ns &&
-	    phx_pl_step_bound(&p->a, true, &plan->step_bound_ns) < 0)
+	spread = phx_pl_spread(&p->a, plan->rank_node);
+	if (spread < 0 ||
+	    (spread && (phx_pl_cost(&p->a, plan->rank_node, &plan->cost) < 0 ||
+			phx_pl_step_time(&p->a, plan->rank_node, &plan->cost.step_ns) < 0)))
 		return fail(p, "out of memory");
-	snprintf(plan->strategy, sizeof(plan->strategy), "%.80s%s%s", p->cand[best].name,
-		 swaps ? "+swaps" : "", trades ? "+ends" : "");
+	snprintf(plan->strategy, sizeof(plan->strategy), "%.72s%s%s%s", p->cand[best].name,
+		 swaps ? "+swaps" : "", trades ? "+ends" : "", spread ? "+spread" : "");
 	return 0;
 }
 

@@ -95,6 +95,7 @@ struct pl_links;
 /* The link model's busiest link: its time, which it is, how many links take as long. */
 struct pl_worst {
 	double t; /* ns */
+	double sq; /* the sum of every link's time squared (ns^2): how spread the load is */
 	enum pl_link kind;
 	uint32_t where; /* GPU (node * gpn + k), node, leaf or spine unit */
 	unsigned tied;
@@ -117,29 +118,25 @@ void phx_pl_links_close(struct pl_links *l);
  * step reaches bound_ns (placement_ends.c): trades made, or -1 (memory).
  */
 long phx_pl_ends(const struct pl_alloc *a, uint32_t *rank_node, uint64_t bound_ns);
+/*
+ * Swaps whole nodes that keep the busiest link as short and spread load
+ * off the links next in line (placement_spread.c): swaps kept, or -1.
+ */
+long phx_pl_spread(const struct pl_alloc *a, uint32_t *rank_node);
 /* The cheapest any map onto this allocation can be; 0 or -1 (memory). */
 int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound);
 /*
  * The link model's lower bound (placement_link_bound.c): no map's step is
- * shorter. Units of up to PL_BOUND_RANKS ranks are bounded by their
- * tables; with wide, larger ones too, by layers along a ring (more work,
- * for when the plan is above the bound without).
+ * shorter; units of more than PL_BOUND_RANKS ranks are left out of it.
  */
 #define PL_BOUND_RANKS 64ul
-int phx_pl_step_bound(const struct pl_alloc *a, bool wide, uint64_t *ns);
+int phx_pl_step_bound(const struct pl_alloc *a, uint64_t *ns);
 /*
  * least[m], m <= lim: the least KiB any m of the ranks send to the others
  * in one step (ring_pp: counting two pipeline hops out of every part of a
  * pipeline); UINT64_MAX where the layout has fewer ranks.
  */
 int phx_pl_least_out(const struct pl_alloc *a, unsigned long lim, bool ring_pp, uint64_t *least);
-/*
- * least[m], m <= lim: the same, by the bound for units too large for the
- * tables (layers along the ring or pipeline of most members); UINT64_MAX
- * where it has none.
- */
-int phx_pl_least_out_wide(const struct pl_alloc *a, bool ring_pp, unsigned long lim,
-			  uint64_t *least);
 /*
  * least[m * (lim + 1) + e], e <= m <= lim: the least KiB any m ranks send
  * to the others when e of them are of the first or the last pipeline

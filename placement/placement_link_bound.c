@@ -22,9 +22,9 @@
  * its size keeps a lower bound:
  *   F_k(m) >= min over n_0 >= ... >= n_{s-1}, summing to m, of
  *             sum_t F_{k-1}(n_t) + c_k sum_j (n_{j-1} - n_j) f_k(j),
- * a small dynamic programme, over units of up to PL_BOUND_RANKS ranks.
- * Larger units (leaves and spines of thousands of ranks) take the same
- * layers along one ring with the rest of the grid small (struct wide).
+ * a small dynamic programme. Units of more than PL_BOUND_RANKS ranks are
+ * left out: a bound of 0 holds for them, and on a fragmented allocation the
+ * small units are the ones whose links run out.
  *
  * Pipelines have two ends: every unit sends at least its F with ends
  * (alone), and at least its F with two hops out of every part of a
@@ -165,9 +165,10 @@ static int add_dimension(const struct line *d, const uint64_t *prev, uint64_t *n
 	return 0;
 }
 
-/* least[m], m <= lim: F of the grid of these lines. */
-static int least_of_lines(const struct line *lines, unsigned n, unsigned long lim, uint64_t *least)
+static int least_over(const struct pl_alloc *a, unsigned long lim, enum pp_as pp, uint64_t *least)
 {
+	struct line lines[PHX_DIM_COUNT];
+	unsigned n = collect_lines(a, pp, lines);
 	uint64_t *next = malloc((lim + 1) * sizeof(*next));
 
 	if (!next)
@@ -186,197 +187,9 @@ static int least_of_lines(const struct line *lines, unsigned n, unsigned long li
 	return 0;
 }
 
-static int least_over(const struct pl_alloc *a, unsigned long lim, enum pp_as pp, uint64_t *least)
-{
-	struct line lines[PHX_DIM_COUNT];
-	unsigned n = collect_lines(a, pp, lines);
-
-	return least_of_lines(lines, n, lim, least);
-}
-
 int phx_pl_least_out(const struct pl_alloc *a, unsigned long lim, bool ring_pp, uint64_t *least)
 {
 	return least_over(a, lim, ring_pp ? PP_RING : PP_CHAIN, least);
-}
-
-/*
- * Units too large for the tables (leaves and spines of thousands of
- * ranks): the same layers, along the ring or chain D of most members (s),
- * each layer a set of the rest of the grid (g points), whose F' the tables
- * give while g is small. D's lines hold j points, 0 < j < s, for the points
- * of the largest layer (a) that the least (b) lacks: they send c (a - b).
- * The s - 2 layers between hold the other m - a - b ranks, each between b
- * and a: by Jensen they send at least s - 2 times the convex minorant of F'
- * over [b, a] at their mean, which is at least the larger of the minorants
- * over [b, g] and over [0, a]. What is left out only lowers the bound.
- */
-#define WIDE_REST 512ul
-
-struct wide {
-	struct line d;
-	unsigned long g;
-	double *f; /* F' of 0 ... g points */
-	/* Lower hulls of F' over [lo, g] (built when first read) and over [0, hi]: vertices. */
-	uint16_t *from, *to;
-	uint16_t *n_from, *n_to; /* n_from[lo] 0: not built yet */
-	uint64_t *known; /* [m]: the bound plus 1 once computed, else 0 (units share sizes) */
-};
-
-static void wide_close(struct wide *w)
-{
-	if (!w)
-		return;
-	free(w->f);
-	free(w->from);
-	free(w->to);
-	free(w->n_from);
-	free(w->n_to);
-	free(w->known);
-	free(w);
-}
-
-/* The lower convex hull of f over [lo, hi] into v[]; its vertex count. */
-static uint16_t lower_hull(const double *f, unsigned long lo, unsigned long hi, uint16_t *v)
-{
-	uint16_t n = 0;
-
-	for (unsigned long i = lo; i <= hi; i++) {
-		while (n >= 2) {
-			double x0 = v[n - 2], x1 = v[n - 1];
-
-			/* Drop the last vertex when it lies on or above the chord to i. */
-			if ((f[v[n - 1]] - f[v[n - 2]]) * ((double)i - x0) <
-			    (f[i] - f[v[n - 2]]) * (x1 - x0))
-				break;
-			n--;
-		}
-		v[n++] = (uint16_t)i;
-	}
-	return n;
-}
-
-static double hull_at(const double *f, const uint16_t *v, uint16_t n, double x)
-{
-	uint16_t lo = 0, hi = n - 1;
-
-	if (x <= v[0])
-		return f[v[0]];
-	if (x >= v[hi])
-		return f[v[hi]];
-	while (hi - lo > 1) {
-		uint16_t mid = (uint16_t)((lo + hi) / 2);
-
-		if (v[mid] <= x)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	return f[v[lo]] + (f[v[hi]] - f[v[lo]]) * (x - v[lo]) / (double)(v[hi] - v[lo]);
-}
-
-/* *out: the bound for units too large for the tables, NULL if none; 0 or -1 (memory). */
-static int wide_open(const struct pl_alloc *a, enum pp_as pp, struct wide **out)
-{
-	struct line lines[PHX_DIM_COUNT];
-	unsigned n = collect_lines(a, pp, lines), k = n;
-	uint64_t *least = NULL;
-	struct wide *w = NULL;
-	size_t rows;
-
-	*out = NULL;
-	for (unsigned i = 0; i < n; i++) {
-		if (!lines[i].all_to_all && (k == n || lines[i].s > lines[k].s))
-			k = i;
-	}
-	if (k == n || a->world / lines[k].s > WIDE_REST)
-		return 0;
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return -1;
-	w->d = lines[k];
-	w->g = a->world / w->d.s;
-	memmove(&lines[k], &lines[k + 1], (n - k - 1) * sizeof(*lines));
-	rows = w->g + 1;
-	least = malloc(rows * sizeof(*least));
-	w->f = malloc(rows * sizeof(*w->f));
-	w->from = malloc(rows * rows * sizeof(*w->from));
-	w->to = malloc(rows * rows * sizeof(*w->to));
-	w->n_from = calloc(rows, sizeof(*w->n_from));
-	w->n_to = malloc(rows * sizeof(*w->n_to));
-	w->known = calloc(a->world + 1, sizeof(*w->known));
-	if (!least || !w->f || !w->from || !w->to || !w->n_from || !w->n_to || !w->known ||
-	    least_of_lines(lines, n - 1, w->g, least) < 0)
-		goto fail;
-	for (unsigned long i = 0; i <= w->g; i++)
-		w->f[i] = (double)least[i];
-	for (unsigned long i = 0; i <= w->g; i++)
-		w->n_to[i] = lower_hull(w->f, 0, i, w->to + i * rows);
-	free(least);
-	*out = w;
-	return 0;
-fail:
-	free(least);
-	wide_close(w);
-	return -1;
-}
-
-/* The least m ranks send by the layers along D; NONE for m out of the grid. */
-static uint64_t wide_least(struct wide *w, unsigned long m)
-{
-	unsigned long s = w->d.s, g = w->g, rows = g + 1;
-	double c = (double)w->d.c, best = -1;
-
-	if (m > s * g)
-		return NONE;
-	if (w->known[m])
-		return w->known[m] - 1;
-	for (unsigned long b = 0; b <= g && b * s <= m; b++) {
-		/* Every layer holds at most a: a >= (m - b) / (s - 1). */
-		unsigned long a = b > (m - b + s - 2) / (s - 1) ? b : (m - b + s - 2) / (s - 1);
-
-		if (!w->n_from[b])
-			w->n_from[b] = lower_hull(w->f, b, g, w->from + b * rows);
-
-		for (; a <= g && a + b + (s - 2) * b <= m; a++) {
-			unsigned long rest = m - a - b;
-			double x, t;
-
-			if (s == 2 && rest)
-				continue;
-			t = w->f[a] + w->f[b] + c * (double)(a - b);
-			if (s > 2) {
-				double lo, hi;
-
-				if (rest > (s - 2) * a)
-					continue;
-				x = (double)rest / (double)(s - 2);
-				lo = hull_at(w->f, w->from + b * rows, w->n_from[b], x);
-				hi = hull_at(w->f, w->to + a * rows, w->n_to[a], x);
-				t += (double)(s - 2) * (lo > hi ? lo : hi);
-			}
-			if (best < 0 || t < best)
-				best = t;
-		}
-	}
-	if (best < 0)
-		return NONE;
-	/* What m ranks send is whole KiB: at least the bound rounded up, less the sums' error. */
-	best *= 1 - 1e-9;
-	w->known[m] = (uint64_t)best + ((double)(uint64_t)best < best) + 1;
-	return w->known[m] - 1;
-}
-
-int phx_pl_least_out_wide(const struct pl_alloc *a, bool ring_pp, unsigned long lim,
-			  uint64_t *least)
-{
-	struct wide *w;
-
-	if (wide_open(a, ring_pp ? PP_RING : PP_CHAIN, &w) < 0)
-		return -1;
-	for (unsigned long m = 0; m <= lim; m++)
-		least[m] = w ? wide_least(w, m) : NONE;
-	wide_close(w);
-	return 0;
 }
 
 /* x + y, NONE if either is. */
@@ -472,7 +285,6 @@ struct tables {
 	unsigned long lim;
 	const uint64_t *alone, *ring; /* [m] */
 	const uint64_t *ends; /* [m][e], m <= ends_lim, or NULL without pipelines */
-	struct wide *wide_alone, *wide_ring; /* units of more than lim ranks; may be NULL */
 	unsigned long ends_lim; /* no unit of up to lim ranks holds more */
 };
 
@@ -486,24 +298,18 @@ static void unit_span(const struct pl_alloc *a, unsigned long gpus, unsigned lon
 	*hi = gpus < a->world ? gpus : a->world;
 }
 
-/*
- * The least of least[] (of wide beyond lim) over the ranks a unit of gpus
- * GPUs may hold; NONE if unknown.
- */
+/* The least of least[] over the ranks a unit of gpus GPUs may hold; NONE if unknown. */
 static uint64_t unit_least(const struct pl_alloc *a, const uint64_t *least, unsigned long lim,
-			   struct wide *wide, unsigned long gpus)
+			   unsigned long gpus)
 {
 	unsigned long lo, hi;
 	uint64_t out = NONE;
 
 	unit_span(a, gpus, &lo, &hi);
-	if (hi > lim && !wide)
+	if (hi > lim)
 		return NONE;
-	for (unsigned long m = lo; m <= hi; m++) {
-		uint64_t x = hi > lim ? wide_least(wide, m) : least[m];
-
-		out = x < out ? x : out;
-	}
+	for (unsigned long m = lo; m <= hi; m++)
+		out = least[m] < out ? least[m] : out;
 	return out;
 }
 
@@ -687,8 +493,8 @@ static int level_bound(const struct pl_alloc *a, unsigned level, uint64_t weight
 	if (!u)
 		goto out;
 	for (uint32_t k = 0; k < a->n_units[level]; k++) {
-		uint64_t alone = unit_least(a, tb->alone, tb->lim, tb->wide_alone, gpus[k]);
-		uint64_t ring = unit_least(a, tb->ring, tb->lim, tb->wide_ring, gpus[k]);
+		uint64_t alone = unit_least(a, tb->alone, tb->lim, gpus[k]);
+		uint64_t ring = unit_least(a, tb->ring, tb->lim, gpus[k]);
 
 		/* Units too large to know send at least nothing. */
 		if (!gpus[k] || alone == NONE || ring == NONE)
@@ -724,25 +530,20 @@ static unsigned long ends_reach(const struct pl_alloc *a, unsigned long lim,
 	return reach;
 }
 
-int phx_pl_step_bound(const struct pl_alloc *a, bool wide, uint64_t *ns)
+int phx_pl_step_bound(const struct pl_alloc *a, uint64_t *ns)
 {
 	unsigned long lim = a->world < PL_BOUND_RANKS ? a->world : PL_BOUND_RANKS;
 	uint64_t *alone = malloc((lim + 1) * sizeof(uint64_t));
 	uint64_t *ring = malloc((lim + 1) * sizeof(uint64_t));
 	uint64_t *ends = NULL;
 	unsigned long *gpus[PL_SUB_LEVELS] = { NULL };
-	struct wide *wide_alone = NULL, *wide_ring = NULL;
-	struct tables tb = { .lim = lim, .alone = alone, .ring = ring };
+	struct tables tb = { lim, alone, ring, NULL, 0 };
 	double worst = 0;
 	int rc = -1;
 
 	if (!alone || !ring || phx_pl_least_out(a, lim, false, alone) < 0 ||
-	    phx_pl_least_out(a, lim, true, ring) < 0 ||
-	    (wide &&
-	     (wide_open(a, PP_CHAIN, &wide_alone) < 0 || wide_open(a, PP_RING, &wide_ring) < 0)))
+	    phx_pl_least_out(a, lim, true, ring) < 0)
 		goto out;
-	tb.wide_alone = wide_alone;
-	tb.wide_ring = wide_ring;
 	for (unsigned level = PHX_LEVEL_NVLINK; level < PL_SUB_LEVELS; level++) {
 		gpus[level] = phx_pl_unit_gpus(a, level);
 		if (!gpus[level])
@@ -768,7 +569,5 @@ out:
 	free(alone);
 	free(ring);
 	free(ends);
-	wide_close(wide_alone);
-	wide_close(wide_ring);
 	return rc;
 }

@@ -185,9 +185,12 @@ static void add_step(struct pl_links *l)
 /* A link's time, ns x 1024; the busiest kept in *w with how many share it. */
 static void consider(struct pl_worst *w, double t, enum pl_link kind, uint32_t where)
 {
+	w->sq += t * t;
 	/* Times are sums of the same terms: equal ones come out equal. */
 	if (t > w->t) {
-		*w = (struct pl_worst){ .t = t, .kind = kind, .where = where, .tied = 1 };
+		*w = (struct pl_worst){
+			.t = t, .sq = w->sq, .kind = kind, .where = where, .tied = 1
+		};
 	} else if (t == w->t && t > 0) {
 		w->tied++;
 	}
@@ -225,6 +228,7 @@ static void busiest(const struct pl_links *l, struct pl_worst *w)
 		}
 	}
 	w->t /= 1024; /* KiB x ns per MiB */
+	w->sq /= 1024.0 * 1024.0;
 }
 
 static void loads_free(struct pl_links *l)

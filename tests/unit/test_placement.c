@@ -1292,71 +1292,6 @@ static void test_least_out_exhaustive(void **state)
 }
 
 /*
- * The bound for units too large for the tables (a spine of thousands of
- * ranks), against every set of ranks of small layouts: no set sends less.
- */
-static void test_least_out_wide_exhaustive(void **state)
-{
-	unsigned bounded = 0;
-
-	for (int round = 0; round < 80; round++) {
-		struct phx_layout layout;
-		struct pl_alloc a = { 0 };
-		uint64_t least[17], exact[17];
-		unsigned inner;
-		char spec[128];
-
-		small_layout(&layout, &a, round % 2, &inner, spec, sizeof(spec));
-		assert_int_equal(phx_pl_least_out_wide(&a, false, a.world, least), 0);
-		for (unsigned long m = 0; m <= a.world; m++)
-			exact[m] = UINT64_MAX;
-		for (unsigned mask = 0; mask < 1u << a.world; mask++) {
-			unsigned m = (unsigned)__builtin_popcount(mask);
-			uint64_t out = set_out(&a, mask);
-
-			exact[m] = out < exact[m] ? out : exact[m];
-		}
-		for (unsigned long m = 0; m <= a.world; m++) {
-			if (least[m] == UINT64_MAX)
-				continue;
-			bounded += least[m] > 0;
-			if (least[m] > exact[m])
-				fail_msg("%s: %lu ranks send at least %llu KiB, the wide bound "
-					 "says %llu",
-					 spec, m, (unsigned long long)exact[m],
-					 (unsigned long long)least[m]);
-		}
-	}
-	assert_true(bounded > 0);
-	(void)state;
-}
-
-/*
- * Worked by hand: of tp=4 (heavy) x dp=64, 8 ranks send least as two whole
- * data-parallel layers, four ring edges out; so do 8 of 256 in a spine.
- */
-static void test_least_out_wide_by_hand(void **state)
-{
-	struct phx_layout layout;
-	struct pl_alloc a = { 0 };
-	uint64_t least[257];
-	char why[256];
-
-	assert_int_equal(phx_layout_parse("tp=4,dp=64", &layout, why, sizeof(why)), 0);
-	assert_int_equal(phx_layout_resolve(&layout, 256, why, sizeof(why)), 0);
-	a.layout = &layout;
-	a.world = 256;
-	a.traffic[PHX_DIM_TP] = 1000;
-	a.traffic[PHX_DIM_DP] = 10;
-	assert_int_equal(phx_pl_least_out_wide(&a, false, 256, least), 0);
-	assert_int_equal(least[8], 4 * 10 * 1024);
-	assert_int_equal(least[256], 0);
-	/* 6 ranks: at least the same four edges. */
-	assert_true(least[6] >= 4 * 10 * 1024);
-	(void)state;
-}
-
-/*
  * The least m ranks send when e of them are of the first or last stage,
  * against every set of ranks of small pipelined layouts: no set sends less;
  * with one other dimension or none, where each stage's best set can grow
@@ -1408,6 +1343,36 @@ static void test_least_out_ends_exhaustive(void **state)
 	(void)state;
 }
 
+/* A planned map of a random big fabric, its allocation as the model sees it, and a copy to change.
+ */
+struct big_map {
+	struct scenario s;
+	struct phx_plan *plan;
+	struct pl_alloc alloc;
+	const char **names;
+	uint32_t *map;
+};
+
+static void big_map_open(struct big_map *m)
+{
+	m->s = (struct scenario){ .gpn = rng() % 2 ? 4 : 8 };
+	m->plan = big_plan(&m->s);
+	m->names = calloc(3 * m->plan->n_nodes, sizeof(*m->names));
+	m->map = malloc(m->plan->world * sizeof(*m->map));
+	assert_true(m->names && m->map);
+	alloc_of(m->plan, &m->alloc, m->names);
+	memcpy(m->map, m->plan->rank_node, m->plan->world * sizeof(*m->map));
+}
+
+static void big_map_close(struct big_map *m)
+{
+	free_alloc(&m->alloc);
+	free(m->names);
+	free(m->map);
+	phx_plan_free(m->plan);
+	free_scenario(&m->s);
+}
+
 /*
  * Trades of whole nodes update the link model's loads flow by flow: after
  * each, the busiest link, its time and how many links share it are what a
@@ -1416,25 +1381,21 @@ static void test_least_out_ends_exhaustive(void **state)
 static void test_link_trades(void **state)
 {
 	for (int round = 0; round < 20; round++) {
-		struct scenario s = { .gpn = rng() % 2 ? 4 : 8 };
-		struct phx_plan *plan;
-		struct pl_alloc alloc;
+		struct big_map m;
+		const struct phx_plan *plan;
 		struct pl_links *links;
-		const char **names;
 		uint32_t *map, *before;
 		size_t n;
 
-		plan = big_plan(&s);
+		big_map_open(&m);
+		plan = m.plan;
+		map = m.map;
 		n = plan->n_nodes;
-		names = calloc(3 * n, sizeof(*names));
-		map = malloc(plan->world * sizeof(*map));
 		before = malloc(plan->world * sizeof(*before));
-		assert_true(names && map && before);
-		alloc_of(plan, &alloc, names);
-		memcpy(map, plan->rank_node, plan->world * sizeof(*map));
+		assert_non_null(before);
 		if (round % 2)
 			shuffle_map(map, plan->world);
-		links = phx_pl_links_open(&alloc, map);
+		links = phx_pl_links_open(&m.alloc, map);
 		assert_non_null(links);
 		for (int k = 0; k < 12; k++) {
 			uint32_t xs[3], ys[3];
@@ -1472,8 +1433,8 @@ static void test_link_trades(void **state)
 				assert_int_equal(map[r], want);
 			}
 			phx_pl_links_worst(links, &kept);
-			assert_int_equal(phx_pl_links(&alloc, map, &fresh), 0);
-			if (kept.t != fresh.t || kept.tied != fresh.tied ||
+			assert_int_equal(phx_pl_links(&m.alloc, map, &fresh), 0);
+			if (kept.t != fresh.t || kept.tied != fresh.tied || kept.sq != fresh.sq ||
 			    kept.kind != fresh.kind || kept.where != fresh.where)
 				fail_msg("round %d, trade %d: kept %.0f ns (%u links), fresh %.0f "
 					 "ns "
@@ -1485,13 +1446,57 @@ static void test_link_trades(void **state)
 			}
 		}
 		phx_pl_links_close(links);
-		free_alloc(&alloc);
-		free(names);
-		free(map);
 		free(before);
-		phx_plan_free(plan);
-		free_scenario(&s);
+		big_map_close(&m);
 	}
+	(void)state;
+}
+
+/*
+ * Spreading load off the links next in line never lengthens the step nor
+ * gathers load, keeps each node's rank count, and plans the same each time.
+ */
+static void test_spread(void **state)
+{
+	unsigned spread = 0;
+
+	for (int round = 0; round < 12; round++) {
+		struct pl_worst before, after;
+		const struct phx_plan *plan;
+		struct big_map m;
+		uint32_t *map, *again;
+		unsigned *count;
+		size_t n;
+		long kept;
+
+		big_map_open(&m);
+		plan = m.plan;
+		map = m.map;
+		n = plan->n_nodes;
+		again = malloc(plan->world * sizeof(*again));
+		count = calloc(n, sizeof(*count));
+		assert_true(again && count);
+		shuffle_map(map, plan->world);
+		memcpy(again, map, plan->world * sizeof(*map));
+		for (unsigned long r = 0; r < plan->world; r++)
+			count[map[r]]++;
+		assert_int_equal(phx_pl_links(&m.alloc, map, &before), 0);
+		kept = phx_pl_spread(&m.alloc, map);
+		assert_true(kept >= 0);
+		spread += kept > 0;
+		assert_int_equal(phx_pl_links(&m.alloc, map, &after), 0);
+		assert_true(after.t < before.t || (after.t == before.t && after.sq <= before.sq));
+		for (unsigned long r = 0; r < plan->world; r++)
+			count[map[r]]--;
+		for (size_t i = 0; i < n; i++)
+			assert_int_equal(count[i], 0);
+		assert_int_equal(phx_pl_spread(&m.alloc, again), kept);
+		assert_memory_equal(map, again, plan->world * sizeof(*map));
+		free(again);
+		free(count);
+		big_map_close(&m);
+	}
+	assert_true(spread > 0);
 	(void)state;
 }
 
@@ -1515,10 +1520,9 @@ int main(void)
 		cmocka_unit_test(test_traffic),
 		cmocka_unit_test(test_link_model),
 		cmocka_unit_test(test_least_out_exhaustive),
-		cmocka_unit_test(test_least_out_wide_exhaustive),
-		cmocka_unit_test(test_least_out_wide_by_hand),
 		cmocka_unit_test(test_least_out_ends_exhaustive),
 		cmocka_unit_test(test_link_trades),
+		cmocka_unit_test(test_spread),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
