@@ -376,16 +376,19 @@ static unsigned far_partners(const struct ends *e, const struct pl_worst *w, siz
 		k = neighbours(e->a, e->cell[node], nb, kib);
 		for (unsigned j = 0; j < k; j++) {
 			size_t y = run_at(e, nb[j]);
-			uint64_t in;
+			bool seen = false;
 			unsigned at = n;
+			uint64_t in;
 
 			if (y == e->n_order || !fits(e, w, x, y, len) || !usable(e, y, len))
 				continue;
 			in = kib_under(e, w, nb[j]);
 			for (unsigned q = 0; q < n; q++)
-				at = ys[q] == y ? PARTNERS : at;
-			if (in <= least || at == PARTNERS)
+				seen = seen || ys[q] == y;
+			if (in <= least || seen)
 				continue;
+			/* Insertion into the list, most traffic first; the last drops out when
+			 * full. */
 			while (at > 0 && score[at - 1] < in) {
 				if (at < PARTNERS) {
 					ys[at] = ys[at - 1];
