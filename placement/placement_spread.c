@@ -72,7 +72,8 @@ long phx_pl_spread(const struct pl_alloc *a, uint32_t *rank_node)
 			continue;
 		phx_pl_links_trade(links, &x, &y, 1);
 		phx_pl_links_worst(links, &now);
-		if (now.t < w.t || (now.t == w.t && now.sq < w.sq)) {
+		/* Sums of squares in another order differ by rounding: only a real fall counts. */
+		if (now.t < w.t || (now.t == w.t && now.sq < w.sq * (1 - 1e-9))) {
 			w = now;
 			kept++;
 			continue;

@@ -245,6 +245,39 @@ static void test_small_map(void **state)
 	free_scenario(&s);
 }
 
+/*
+ * Nodes no link tells apart keep host-name order: a swap that only moves
+ * rounding in the sum of the links' times squared would move rank 0 (and
+ * a job's restored shards) to another node for nothing.
+ */
+static void test_alike_nodes_keep_order(void **state)
+{
+	static const char *const layouts[] = { "dp=*", "tp=2,dp=*", "tp=2,pp=2,dp=*" };
+
+	for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); i++) {
+		for (unsigned nodes = 2; nodes <= 8; nodes *= 2) {
+			struct scenario s = { .gpn = 2 };
+			struct phx_plan *plan;
+			char name[16];
+
+			s.fabric = fabric_from("SwitchName=s0 Nodes=node[1-8]\n");
+			for (unsigned k = 1; k <= nodes; k++) {
+				snprintf(name, sizeof(name), "node%u", k);
+				add_node(&s, name);
+			}
+			phx_traffic_defaults(&s.traffic);
+			set_layout(&s, layouts[i], 2ul * nodes);
+			plan = place(&s);
+			check_map(&s, plan);
+			assert_null(strstr(plan->strategy, "+spread"));
+			assert_string_equal(plan->nodes[plan->rank_node[0]].name, "node1");
+			phx_plan_free(plan);
+			free_scenario(&s);
+		}
+	}
+	(void)state;
+}
+
 /* The same inputs in any order give the same map, name for name. */
 static void test_determinism(void **state)
 {
@@ -1504,6 +1537,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_small_map),
+		cmocka_unit_test(test_alike_nodes_keep_order),
 		cmocka_unit_test(test_determinism),
 		cmocka_unit_test(test_random_invariants),
 		cmocka_unit_test(test_bound_exhaustive),
