@@ -99,10 +99,18 @@ same()
 	# whose collective then lost their peer.
 	[ "$(grep -c 'root cause' <<<"$stderr")" -eq 1 ]
 	grep -q 'phalanx: rank 3 (local rank 1 on node2) exited with code 1; root cause (torch @record): ValueError: injected failure on rank 3;' <<<"$stderr"
-	# The step's error files went with it.
-	run srun -N2 -w node1,node2 bash -c 'ls -d /tmp/phalanx-step.* 2>/dev/null; true'
-	[ "$status" -eq 0 ]
-	[ -z "$output" ]
+	# The step's error files went with it: slurmstepd removes them in the
+	# plugin's exit callback, which may still run after srun has returned.
+	wait_for 30 no_step_dirs
+}
+
+# Whether node1 and node2 hold no step error-file folder.
+no_step_dirs()
+{
+	local left
+
+	left=$(srun -N2 -w node1,node2 bash -c 'ls -d /tmp/phalanx-step.* 2>/dev/null; true') &&
+		[ -z "$left" ]
 }
 
 # What a hostile user puts where their error file goes, while slurmstepd,

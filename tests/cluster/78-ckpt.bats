@@ -62,7 +62,11 @@ job()
 	done
 	shift
 	# -K1: an agent killed ends the step at once (the driver's job in production).
-	timeout 240 srun --mpi=pmix -N2 --ntasks-per-node=1 -K1 "$LAUNCH" --agent --config "$CONF" \
+	# -w: the same two nodes every run, whose local tiers the next run restores
+	# from (after a killed step Slurm may still be completing node1, and
+	# would give -N2 another pair).
+	timeout 240 srun --mpi=pmix -N2 -w node[1-2] --ntasks-per-node=1 -K1 "$LAUNCH" --agent \
+		--config "$CONF" \
 		--nproc-per-node 2 --sync-interval-ms 300 "${opts[@]}" -- \
 		/usr/bin/python3 "$TRAIN" --phalanx --log-digest --step-sleep 0.05 "$@" >"$out" 2>&1 || {
 		local rc=$?
