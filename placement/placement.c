@@ -547,18 +547,33 @@ static size_t choose(const struct placer *p)
 	return best;
 }
 
+/* A map's group cost and its step by the link model; 0 or -1 (memory). */
+static int cost_of_map(struct placer *p, const uint32_t *map, struct phx_plan_cost *cost)
+{
+	return phx_pl_cost(&p->a, map, cost) < 0 || phx_pl_step_time(&p->a, map, &cost->step_ns) < 0
+		       ? -1
+		       : 0;
+}
+
 static int price(struct placer *p, size_t from)
 {
 	struct phx_plan *plan = p->plan;
 
 	for (size_t i = from; i < p->n_cand; i++) {
 		realize(p, &p->cand[i], plan->rank_node, plan->rank_gpu);
-		if (phx_pl_cost(&p->a, plan->rank_node, &p->cand[i].cost) < 0 ||
-		    phx_pl_step_time(&p->a, plan->rank_node, &p->cand[i].cost.step_ns) < 0)
+		if (cost_of_map(p, plan->rank_node, &p->cand[i].cost) < 0)
 			return fail(p, "out of memory");
 		if (p->in->on_candidate)
 			p->in->on_candidate(p->in->candidate_ctx, p->cand[i].name, plan->rank_node);
 	}
+	return 0;
+}
+
+/* After changed (< 0: out of memory) moves of the plan's map, its cost and step again. */
+static int reprice(struct placer *p, long changed)
+{
+	if (changed < 0 || (changed && cost_of_map(p, p->plan->rank_node, &p->plan->cost) < 0))
+		return fail(p, "out of memory");
 	return 0;
 }
 
@@ -631,10 +646,8 @@ static int search(struct placer *p)
 		realize(p, &p->cand[best], plan->rank_node, plan->rank_gpu);
 	plan->cost = p->cand[best].cost;
 	swaps = phx_pl_refine(&p->a, plan->rank_node);
-	if (swaps < 0 ||
-	    (swaps && (phx_pl_cost(&p->a, plan->rank_node, &plan->cost) < 0 ||
-		       phx_pl_step_time(&p->a, plan->rank_node, &plan->cost.step_ns) < 0)))
-		return fail(p, "out of memory");
+	if (reprice(p, swaps) < 0)
+		return -1;
 	/* The swaps lower the group cost; a longer step undoes them. */
 	if (swaps && plan->cost.step_ns > p->cand[best].cost.step_ns) {
 		realize(p, &p->cand[best], plan->rank_node, plan->rank_gpu);
@@ -644,15 +657,11 @@ static int search(struct placer *p)
 	if (phx_pl_step_bound(&p->a, &plan->step_bound_ns) < 0)
 		return fail(p, "out of memory");
 	trades = phx_pl_ends(&p->a, plan->rank_node, plan->step_bound_ns);
-	if (trades < 0 ||
-	    (trades && (phx_pl_cost(&p->a, plan->rank_node, &plan->cost) < 0 ||
-			phx_pl_step_time(&p->a, plan->rank_node, &plan->cost.step_ns) < 0)))
-		return fail(p, "out of memory");
+	if (reprice(p, trades) < 0)
+		return -1;
 	spread = phx_pl_spread(&p->a, plan->rank_node);
-	if (spread < 0 ||
-	    (spread && (phx_pl_cost(&p->a, plan->rank_node, &plan->cost) < 0 ||
-			phx_pl_step_time(&p->a, plan->rank_node, &plan->cost.step_ns) < 0)))
-		return fail(p, "out of memory");
+	if (reprice(p, spread) < 0)
+		return -1;
 	snprintf(plan->strategy, sizeof(plan->strategy), "%.72s%s%s%s", p->cand[best].name,
 		 swaps ? "+swaps" : "", trades ? "+ends" : "", spread ? "+spread" : "");
 	return 0;
@@ -777,9 +786,7 @@ static int baseline(struct placer *p)
 
 	if (rank_node && rank_gpu) {
 		block_order(&p->a, false, rank_node, rank_gpu);
-		rc = phx_pl_cost(&p->a, rank_node, &p->plan->hostname);
-		if (!rc)
-			rc = phx_pl_step_time(&p->a, rank_node, &p->plan->hostname.step_ns);
+		rc = cost_of_map(p, rank_node, &p->plan->hostname);
 	}
 	free(rank_node);
 	free(rank_gpu);

@@ -216,17 +216,8 @@ static bool shorter(const struct pl_worst *now, const struct pl_worst *was)
 /* Whether a trade of x for y shortens the step below w; kept if so, undone if not. */
 static bool trade(struct ends *e, struct pl_worst *w, size_t x, size_t y, size_t len)
 {
-	struct pl_worst now;
-
-	phx_pl_links_trade(e->links, e->order + x, e->order + y, len);
 	e->evals++;
-	phx_pl_links_worst(e->links, &now);
-	if (shorter(&now, w)) {
-		*w = now;
-		return true;
-	}
-	phx_pl_links_trade(e->links, e->order + x, e->order + y, len);
-	return false;
+	return phx_pl_links_trade_if(e->links, e->order + x, e->order + y, len, shorter, w);
 }
 
 /* 1: a trade of the run at x was kept, 0: none helped. */
@@ -387,8 +378,7 @@ static unsigned far_partners(const struct ends *e, const struct pl_worst *w, siz
 				seen = seen || ys[q] == y;
 			if (in <= least || seen)
 				continue;
-			/* Insertion into the list, most traffic first; the last drops out when
-			 * full. */
+			/* Into the list, most traffic first; a full list drops its last. */
 			while (at > 0 && score[at - 1] < in) {
 				if (at < PARTNERS) {
 					ys[at] = ys[at - 1];

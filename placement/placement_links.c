@@ -423,6 +423,22 @@ void phx_pl_links_trade(struct pl_links *l, const uint32_t *xs, const uint32_t *
 	}
 }
 
+bool phx_pl_links_trade_if(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len,
+			   bool (*better)(const struct pl_worst *now, const struct pl_worst *was),
+			   struct pl_worst *w)
+{
+	struct pl_worst now;
+
+	phx_pl_links_trade(l, xs, ys, len);
+	busiest(l, &now);
+	if (better(&now, w)) {
+		*w = now;
+		return true;
+	}
+	phx_pl_links_trade(l, xs, ys, len);
+	return false;
+}
+
 void phx_pl_links_close(struct pl_links *l)
 {
 	if (!l)

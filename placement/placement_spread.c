@@ -41,23 +41,34 @@ static size_t movable(const struct pl_alloc *a, const uint32_t *rank_node, unsig
 	return n;
 }
 
+/* Sums of squares in another order differ by rounding: only a real fall counts. */
+static bool spreader(const struct pl_worst *now, const struct pl_worst *was)
+{
+	return now->t < was->t || (now->t == was->t && now->sq < was->sq * (1 - 1e-9));
+}
+
 long phx_pl_spread(const struct pl_alloc *a, uint32_t *rank_node)
 {
 	unsigned long evals = SPREAD_RANKS / a->world;
-	unsigned *used = calloc(a->n_nodes + 1, sizeof(*used));
-	uint32_t *nodes = calloc(a->n_nodes + 1, sizeof(*nodes));
-	struct pl_links *links = NULL;
 	uint64_t state = 0x9e3779b97f4a7c15ull;
-	struct pl_worst w, now;
-	long kept = -1;
+	struct pl_links *links = NULL;
+	unsigned *used = NULL;
+	uint32_t *nodes = NULL;
+	struct pl_worst w;
+	long kept = 0;
 	size_t n;
 
 	evals = evals > SPREAD_MAX ? SPREAD_MAX : evals;
-	if (!used || !nodes)
+	if (evals < SPREAD_MIN)
+		return 0;
+	used = calloc(a->n_nodes + 1, sizeof(*used));
+	nodes = calloc(a->n_nodes + 1, sizeof(*nodes));
+	if (!used || !nodes) {
+		kept = -1;
 		goto out;
-	kept = 0;
+	}
 	n = movable(a, rank_node, used, nodes);
-	if (evals < SPREAD_MIN || n < 2)
+	if (n < 2)
 		goto out;
 	links = phx_pl_links_open(a, rank_node);
 	if (!links) {
@@ -70,15 +81,7 @@ long phx_pl_spread(const struct pl_alloc *a, uint32_t *rank_node)
 
 		if (x == y || used[x] != used[y])
 			continue;
-		phx_pl_links_trade(links, &x, &y, 1);
-		phx_pl_links_worst(links, &now);
-		/* Sums of squares in another order differ by rounding: only a real fall counts. */
-		if (now.t < w.t || (now.t == w.t && now.sq < w.sq * (1 - 1e-9))) {
-			w = now;
-			kept++;
-			continue;
-		}
-		phx_pl_links_trade(links, &x, &y, 1);
+		kept += phx_pl_links_trade_if(links, &x, &y, 1, spreader, &w);
 	}
 out:
 	phx_pl_links_close(links);
