@@ -194,14 +194,26 @@ static void keep_host_map(void *ctx, const char *name, const uint32_t *rank_node
 		memcpy(h->rank_node, rank_node, h->world * sizeof(*h->rank_node));
 }
 
+/* The shared-link model, then SimGrid's simulation, of the plan and host-name order. */
 static void print_simulated(const struct phx_plan *plan, const struct host_map *h)
 {
+	struct phx_step_times mine, host;
 	struct plan_sim_times t;
-	char why[512];
+	char why[512], r[32];
 
 	if (!h->rank_node) {
 		printf("simulated   not run: host-name order's map was not kept (out of memory)\n");
 		return;
+	}
+	if (phx_plan_step_times(plan, plan->rank_node, &mine) < 0 ||
+	    phx_plan_step_times(plan, h->rank_node, &host) < 0) {
+		printf("shared      not computed: out of memory\n");
+	} else {
+		printf("shared      %.1f ms of communication by the shared-link model (flows "
+		       "sharing "
+		       "every link fairly); host-name order %.1f ms (%s the plan)\n",
+		       (double)mine.shared_ns / 1e6, (double)host.shared_ns / 1e6,
+		       ratio(host.shared_ns, mine.shared_ns, r, sizeof(r)));
 	}
 	if (phx_plan_sim_run(plan, h->rank_node, &t, why, sizeof(why)) < 0) {
 		printf("simulated   not run: %s\n", why);

@@ -42,8 +42,8 @@ static int write_case(const struct phx_plan *plan, const uint32_t *host_map, cha
 		return -1;
 	}
 	phx_plan_case_write(f, "phalanx plan", plan);
-	phx_plan_case_map(f, "phalanx", plan->rank_node, plan->world);
-	phx_plan_case_map(f, "host-name order", host_map, plan->world);
+	phx_plan_case_map(f, "phalanx", plan->rank_node, plan->world, NULL);
+	phx_plan_case_map(f, "host-name order", host_map, plan->world, NULL);
 	if (fclose(f)) {
 		unlink(path);
 		return -1;

@@ -12,11 +12,11 @@ placement_libphxplacement_la_SOURCES = \
 	placement/placement.c placement/placement.h placement/placement_int.h \
 	placement/placement_pack.c placement/placement_refine.c placement/placement_cost.c \
 	placement/placement_links.c placement/placement_link_bound.c placement/placement_ends.c \
-	placement/placement_spread.c \
+	placement/placement_spread.c placement/placement_share.c \
 	placement/placement_bound.c placement/plan_case.c placement/plan_case.h \
 	placement/rankmap.c placement/rankmap.h \
 	placement/torchenv.c placement/torchenv.h
-placement_libphxplacement_la_LIBADD = $(HWLOC_LIBS)
+placement_libphxplacement_la_LIBADD = $(HWLOC_LIBS) -lm
 # The SimGrid simulation 'phalanx plan --explain' runs when python3-simgrid is installed.
 pkglibexec_SCRIPTS = placement/phalanx-plan-sim
 EXTRA_DIST += placement/phalanx-plan-sim

@@ -9,6 +9,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -890,14 +891,31 @@ static int warn_slow(struct placer *p)
 		    n, n == 1 ? "" : "s", list, n > 8 ? ",..." : "");
 }
 
+static void free_alloc(struct pl_alloc *a)
+{
+	free(a->unit);
+	free(a->slow);
+	free(a->spare);
+}
+
 static void free_placer(struct placer *p)
 {
 	free(p->order);
-	free(p->a.unit);
-	free(p->a.slow);
-	free(p->a.spare);
+	free_alloc(&p->a);
 	free(p->cand);
 	phx_pl_tree_free(p->tree);
+}
+
+/* The plan keeps the allocation (its layout points into the plan) to price other maps. */
+static int keep_alloc(struct placer *p)
+{
+	p->plan->alloc = malloc(sizeof(*p->plan->alloc));
+	if (!p->plan->alloc)
+		return fail(p, "out of memory");
+	*p->plan->alloc = p->a;
+	p->a.unit = NULL;
+	p->a.slow = p->a.spare = NULL;
+	return 0;
 }
 
 static int setup(struct placer *p)
@@ -946,6 +964,8 @@ int phx_place(const struct phx_place_input *in, struct phx_plan **out, char *err
 		fail(&p, "out of memory");
 		goto fail;
 	}
+	if (keep_alloc(&p) < 0)
+		goto fail;
 	free_placer(&p);
 	*out = p.plan;
 	return 0;
@@ -970,5 +990,35 @@ void phx_plan_free(struct phx_plan *plan)
 	free(plan->rank_gpu);
 	free(plan->warnings);
 	free(plan->strings);
+	if (plan->alloc)
+		free_alloc(plan->alloc);
+	free(plan->alloc);
 	free(plan);
+}
+
+int phx_plan_step_times(const struct phx_plan *plan, const uint32_t *rank_node,
+			struct phx_step_times *times)
+{
+	unsigned *used = calloc(plan->n_nodes + 1, sizeof(*used));
+	int rc = -1;
+
+	if (!used) {
+		errno = ENOMEM;
+		return -1;
+	}
+	for (unsigned long r = 0; r < plan->world; r++) {
+		if (rank_node[r] >= plan->n_nodes || ++used[rank_node[r]] > plan->gpus_per_node) {
+			errno = EINVAL;
+			goto out;
+		}
+	}
+	if (phx_pl_step_time(plan->alloc, rank_node, &times->link_ns) < 0 ||
+	    phx_pl_shared_time(plan->alloc, rank_node, &times->shared_ns) < 0) {
+		errno = ENOMEM;
+		goto out;
+	}
+	rc = 0;
+out:
+	free(used);
+	return rc;
 }

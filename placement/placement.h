@@ -16,6 +16,8 @@
 #include "placement/fabric.h"
 #include "placement/layout.h"
 
+struct pl_alloc;
+
 /*
  * Traffic of one training step, MiB per rank for the collective groups
  * (tp, cp, ep, dp) and MiB per pair of neighbouring stages for pp.
@@ -95,7 +97,27 @@ struct phx_plan {
 	size_t n_warnings;
 	char **strings; /* storage behind the node fields */
 	size_t n_strings;
+	struct pl_alloc *alloc; /* the allocation as the models see it */
 };
+
+/*
+ * One step's communication time of a map of the plan's ranks (rank ->
+ * index in nodes[]), ns: by the link model (its busiest link, what plans
+ * are chosen by) and by the shared-link model (the same flows sharing
+ * every link max-min fairly, each ending on its own: what a flow-level
+ * simulation computes, and never shorter).
+ */
+struct phx_step_times {
+	uint64_t link_ns;
+	uint64_t shared_ns;
+};
+
+/*
+ * 0, or -1 with errno: EINVAL when the map names a node the plan does not
+ * have or gives a node more ranks than GPUs, ENOMEM.
+ */
+int phx_plan_step_times(const struct phx_plan *plan, const uint32_t *rank_node,
+			struct phx_step_times *times);
 
 /* Returns 0 with *out set (free with phx_plan_free), or -1 with the reason in err. */
 int phx_place(const struct phx_place_input *in, struct phx_plan **out, char *err, size_t errlen);

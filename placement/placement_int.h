@@ -86,6 +86,24 @@ unsigned long *phx_pl_unit_gpus(const struct pl_alloc *a, unsigned level);
  * (placement_links.c).
  */
 uint64_t phx_pl_flow_kib(const struct pl_alloc *a, enum phx_dim d);
+/*
+ * gpu[r] = node * gpn + k: the k-th rank of a node takes its k-th GPU;
+ * taken[] (per node, zeroed) counts them.
+ */
+void phx_pl_gpu_of_ranks(const struct pl_alloc *a, const uint32_t *rank_node, uint32_t *taken,
+			 uint32_t *gpu);
+
+/* Where the flows of one step go (placement_links.c). */
+struct pl_flow_sink {
+	void (*flow)(void *ctx, uint32_t src_gpu, uint32_t dst_gpu, uint64_t kib);
+	/* An all-to-all group of members r0 + i * stride, at most 64; NULL: flow by flow. */
+	void (*all_to_all)(void *ctx, unsigned long r0, unsigned long stride, unsigned long size,
+			   uint64_t kib);
+	void *ctx;
+};
+/* Every flow of one step, with rank r on GPU gpu[r] (node * gpn + k). */
+void phx_pl_step_flows(const struct pl_alloc *a, const uint32_t *gpu,
+		       const struct pl_flow_sink *sink);
 /* The link model's time of one step, ns (placement_links.c); 0 or -1 (memory). */
 int phx_pl_step_time(const struct pl_alloc *a, const uint32_t *rank_node, uint64_t *ns);
 
@@ -127,6 +145,28 @@ long phx_pl_ends(const struct pl_alloc *a, uint32_t *rank_node, uint64_t bound_n
  * off the links next in line (placement_spread.c): swaps kept, or -1.
  */
 long phx_pl_spread(const struct pl_alloc *a, uint32_t *rank_node);
+/* Flows alike: the same links, the same size. */
+#define PL_MAX_HOPS 6 /* NIC, leaf and spine uplinks out, and down again */
+struct pl_flow_class {
+	uint32_t hop[PL_MAX_HOPS]; /* the links it takes: indices of their capacities */
+	unsigned n_hops;
+	uint32_t count; /* flows */
+	double size; /* each moves this much */
+	double left, rate; /* phx_pl_fluid_time()'s working state */
+};
+/*
+ * When the last flow ends, starting all at once and sharing each link
+ * max-min fairly (size over capacity units): INFINITY if a flow crosses a
+ * link of no capacity, < 0 out of memory (placement_share.c).
+ */
+double phx_pl_fluid_time(const double *capacity, size_t n_links, struct pl_flow_class *cls,
+			 size_t n_cls);
+/*
+ * The shared-link model's time of one step (placement_share.c): the link
+ * model's flows sharing every link max-min fairly, each ending on its own;
+ * UINT64_MAX if a flow crosses a link of no bandwidth. 0 or -1 (memory).
+ */
+int phx_pl_shared_time(const struct pl_alloc *a, const uint32_t *rank_node, uint64_t *ns);
 /* The cheapest any map onto this allocation can be; 0 or -1 (memory). */
 int phx_pl_lower_bound(const struct pl_alloc *a, uint64_t *bound);
 /*

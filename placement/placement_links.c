@@ -67,6 +67,13 @@ static void add_flow(struct pl_links *l, uint32_t src, uint32_t dst, uint64_t ki
 	}
 }
 
+void phx_pl_gpu_of_ranks(const struct pl_alloc *a, const uint32_t *rank_node, uint32_t *taken,
+			 uint32_t *gpu)
+{
+	for (unsigned long r = 0; r < a->world; r++)
+		gpu[r] = rank_node[r] * a->gpn + taken[rank_node[r]]++;
+}
+
 unsigned long *phx_pl_unit_gpus(const struct pl_alloc *a, unsigned level)
 {
 	unsigned long *gpus = calloc(a->n_units[level] + 1, sizeof(*gpus));
@@ -131,55 +138,76 @@ static void add_all_to_all(struct pl_links *l, unsigned long r0, unsigned long s
 	}
 }
 
-static void add_group(struct pl_links *l, enum phx_dim d, unsigned long r0, unsigned long stride,
-		      unsigned long size)
+static void add_group(const struct pl_alloc *a, const uint32_t *gpu,
+		      const struct pl_flow_sink *sink, enum phx_dim d, unsigned long r0,
+		      unsigned long stride, unsigned long size)
 {
-	uint64_t kib = phx_pl_flow_kib(l->a, d);
+	uint64_t kib = phx_pl_flow_kib(a, d);
 
-	if (d == PHX_DIM_EP && size <= A2A_COUNTED) {
-		add_all_to_all(l, r0, stride, size, kib);
+	if (d == PHX_DIM_EP && sink->all_to_all && size <= A2A_COUNTED) {
+		sink->all_to_all(sink->ctx, r0, stride, size, kib);
 		return;
 	}
 	for (unsigned long i = 0; i < size; i++) {
-		uint32_t src = l->gpu[r0 + i * stride];
+		uint32_t src = gpu[r0 + i * stride];
 
 		if (d != PHX_DIM_EP) {
-			add_flow(l, src, l->gpu[r0 + (i + 1) % size * stride], kib);
+			sink->flow(sink->ctx, src, gpu[r0 + (i + 1) % size * stride], kib);
 			continue;
 		}
 		for (unsigned long j = 0; j < size; j++) {
 			if (j != i)
-				add_flow(l, src, l->gpu[r0 + j * stride], kib);
+				sink->flow(sink->ctx, src, gpu[r0 + j * stride], kib);
 		}
 	}
 }
 
-static void add_step(struct pl_links *l)
+void phx_pl_step_flows(const struct pl_alloc *a, const uint32_t *gpu,
+		       const struct pl_flow_sink *sink)
 {
-	const struct phx_layout *lay = l->a->layout;
+	const struct phx_layout *lay = a->layout;
+	uint64_t half = phx_pl_flow_kib(a, PHX_DIM_PP);
 
 	for (int d = 0; d < PHX_DIM_COUNT; d++) {
 		unsigned long stride = phx_layout_stride(lay, (enum phx_dim)d), size = lay->size[d];
 
-		if (size < 2 || !l->a->traffic[d])
+		if (size < 2 || !a->traffic[d])
 			continue;
-		for (unsigned long hi = 0; hi < l->a->world; hi += stride * size) {
+		for (unsigned long hi = 0; hi < a->world; hi += stride * size) {
 			for (unsigned long lo = 0; lo < stride; lo++) {
 				if (d != PHX_DIM_PP) {
-					add_group(l, (enum phx_dim)d, hi + lo, stride, size);
+					add_group(a, gpu, sink, (enum phx_dim)d, hi + lo, stride,
+						  size);
 					continue;
 				}
 				for (unsigned long s = 0; s + 1 < size; s++) {
-					uint32_t g0 = l->gpu[hi + lo + s * stride];
-					uint32_t g1 = l->gpu[hi + lo + (s + 1) * stride];
-					uint64_t half = phx_pl_flow_kib(l->a, PHX_DIM_PP);
+					uint32_t g0 = gpu[hi + lo + s * stride];
+					uint32_t g1 = gpu[hi + lo + (s + 1) * stride];
 
-					add_flow(l, g0, g1, half);
-					add_flow(l, g1, g0, half);
+					sink->flow(sink->ctx, g0, g1, half);
+					sink->flow(sink->ctx, g1, g0, half);
 				}
 			}
 		}
 	}
+}
+
+static void sink_flow(void *ctx, uint32_t src, uint32_t dst, uint64_t kib)
+{
+	add_flow(ctx, src, dst, kib);
+}
+
+static void sink_all_to_all(void *ctx, unsigned long r0, unsigned long stride, unsigned long size,
+			    uint64_t kib)
+{
+	add_all_to_all(ctx, r0, stride, size, kib);
+}
+
+static void add_step(struct pl_links *l)
+{
+	phx_pl_step_flows(l->a, l->gpu,
+			  &(struct pl_flow_sink){
+				  .flow = sink_flow, .all_to_all = sink_all_to_all, .ctx = l });
 }
 
 /* A link's time, ns x 1024; the busiest kept in *w with how many share it. */
@@ -274,8 +302,7 @@ static int loads_init(struct pl_links *l, const struct pl_alloc *a, const uint32
 	}
 	if (!l->gpu || !taken)
 		goto fail;
-	for (unsigned long r = 0; r < a->world; r++)
-		l->gpu[r] = rank_node[r] * a->gpn + taken[rank_node[r]]++;
+	phx_pl_gpu_of_ranks(a, rank_node, taken, l->gpu);
 	/* Every node of the allocation: a map may use spares (host-name order does). */
 	for (size_t n = 0; n < a->n_nodes; n++) {
 		for (unsigned v = 0; v < UPLINK_LEVELS; v++)

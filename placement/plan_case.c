@@ -7,11 +7,15 @@
 
 #include "placement/plan_case.h"
 
-void phx_plan_case_map(FILE *f, const char *name, const uint32_t *rank_node, unsigned long world)
+void phx_plan_case_map(FILE *f, const char *name, const uint32_t *rank_node, unsigned long world,
+		       const struct phx_step_times *times)
 {
 	fprintf(f, "plan %s\n", name);
 	for (unsigned long r = 0; r < world; r++)
 		fprintf(f, "%u%c", rank_node[r], r + 1 == world ? '\n' : ' ');
+	if (times)
+		fprintf(f, "model %s %llu %llu\n", name, (unsigned long long)times->link_ns,
+			(unsigned long long)times->shared_ns);
 }
 
 void phx_plan_case_write(FILE *f, const char *title, const struct phx_plan *plan)
@@ -23,8 +27,6 @@ void phx_plan_case_write(FILE *f, const char *title, const struct phx_plan *plan
 	for (int d = 0; d < PHX_DIM_COUNT; d++)
 		fprintf(f, " %s=%lu/%lu/%lu", phx_dim_name((enum phx_dim)d), plan->layout.size[d],
 			phx_layout_stride(&plan->layout, (enum phx_dim)d), plan->traffic.mib[d]);
-	fprintf(f, "\nmodel phalanx %llu\nmodel host-name order %llu",
-		(unsigned long long)plan->cost.step_ns, (unsigned long long)plan->hostname.step_ns);
 	fprintf(f, "\nnodes %zu\n", plan->n_nodes);
 	for (size_t i = 0; i < plan->n_nodes; i++) {
 		const struct phx_plan_node *n = &plan->nodes[i];

@@ -32,10 +32,13 @@
  * A summary counts the cases meeting each target. Exits 1 when one is
  * missed. --dump DIR also writes each case (fabric, allocation, layout,
  * traffic) with the map of every candidate the planner priced and its
- * final plan to DIR/CASE.plan, for tests/bench/placement_sim to judge.
+ * final plan to DIR/CASE.plan, each with its time by the link and the
+ * shared-link model, for tests/bench/placement_sim to judge; --random K adds
+ * K maps made from the plan by random node swaps on cases of up to
+ * --random-gpus GPUs (1024).
  *
  *   placement_bench [--seed N] [--max-gpus N] [--fabric ib|nvl72|block] [--naming rack|mixed]
- *                   [--dump DIR]
+ *                   [--dump DIR [--random K] [--random-gpus N]]
  */
 #include "config.h"
 
@@ -89,16 +92,60 @@ static const char *const namings[] = { "rack", "mixed" };
 static uint64_t rng_state;
 static const char *dump_dir;
 
+/* The candidates' maps, kept to be priced by both models once the plan is made. */
 struct dump {
 	FILE *f;
 	unsigned long world;
+	struct kept_map {
+		char name[128];
+		uint32_t *rank_node;
+	} * maps;
+	size_t n_maps;
+	bool failed; /* out of memory */
 };
+
+static unsigned random_maps; /* --random K */
+static unsigned long random_gpus = 1024; /* --random-gpus N */
 
 static void dump_candidate(void *ctx, const char *name, const uint32_t *rank_node)
 {
 	struct dump *d = ctx;
+	struct kept_map *grown = realloc(d->maps, (d->n_maps + 1) * sizeof(*d->maps));
+	uint32_t *copy = malloc(d->world * sizeof(*copy));
 
-	phx_plan_case_map(d->f, name, rank_node, d->world);
+	if (grown)
+		d->maps = grown;
+	if (!grown || !copy) {
+		free(copy);
+		d->failed = true;
+		return;
+	}
+	snprintf(grown[d->n_maps].name, sizeof(grown[d->n_maps].name), "%s", name);
+	memcpy(copy, rank_node, d->world * sizeof(*copy));
+	grown[d->n_maps++].rank_node = copy;
+}
+
+static void dump_free(struct dump *d)
+{
+	for (size_t i = 0; i < d->n_maps; i++)
+		free(d->maps[i].rank_node);
+	free(d->maps);
+	if (d->f)
+		fclose(d->f);
+}
+
+/* A map with both models' times of it. */
+static int dump_map(struct dump *d, const struct phx_plan *plan, const char *name,
+		    const uint32_t *rank_node)
+{
+	struct phx_step_times times;
+
+	if (phx_plan_step_times(plan, rank_node, &times) < 0) {
+		fprintf(stderr, "phalanx: bench: pricing the map %s failed\n", name);
+		return -1;
+	}
+	phx_plan_case_map(d->f, name, rank_node, d->world, &times);
+	return 0;
 }
 
 static FILE *dump_open(const struct bench_case *c, bool mixed, size_t index)
@@ -129,6 +176,82 @@ static void dump_case(FILE *f, const struct bench_case *c, bool mixed, const str
 static uint64_t rng(void)
 {
 	return phx_xorshift64s(&rng_state);
+}
+
+/*
+ * Maps made from the plan by swapping whole nodes: from one swap to about
+ * as many as nodes, a shuffle. They show how well the models rank maps
+ * and predict the simulated step.
+ */
+static int dump_random(struct dump *d, const struct phx_plan *plan)
+{
+	uint32_t *perm = malloc(plan->n_nodes * sizeof(*perm)), *used = NULL;
+	uint32_t *map = malloc(d->world * sizeof(*map));
+	size_t n_used = 0;
+	int rc = -1;
+
+	used = malloc(plan->n_nodes * sizeof(*used));
+	if (!perm || !map || !used)
+		goto out;
+	for (size_t i = 0; i < plan->n_nodes; i++) {
+		if (plan->nodes[i].used_gpus)
+			used[n_used++] = (uint32_t)i;
+	}
+	for (unsigned k = 0; k < random_maps; k++) {
+		size_t swaps = (n_used * (k + 1) + random_maps / 2) / random_maps;
+		char name[64];
+
+		swaps = swaps ? swaps : 1;
+		for (size_t i = 0; i < plan->n_nodes; i++)
+			perm[i] = (uint32_t)i;
+		for (size_t i = 0; i < swaps; i++) {
+			uint32_t x = used[rng() % n_used], y = used[rng() % n_used], t = perm[x];
+
+			perm[x] = perm[y];
+			perm[y] = t;
+		}
+		for (unsigned long r = 0; r < d->world; r++)
+			map[r] = perm[plan->rank_node[r]];
+		snprintf(name, sizeof(name), "random/%zu", swaps);
+		if (dump_map(d, plan, name, map) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	free(perm);
+	free(used);
+	free(map);
+	return rc;
+}
+
+/*
+ * The case, every candidate, the plan, and random maps. Above --random-gpus
+ * only the plan and host-name order are priced: the shared-link model
+ * takes seconds on a 16k-GPU NVL72 map.
+ */
+static int dump_maps(struct dump *d, const struct bench_case *c, bool mixed,
+		     const struct phx_plan *plan)
+{
+	bool all = c->gpus <= random_gpus;
+
+	if (d->failed) {
+		fprintf(stderr, "phalanx: bench: out of memory keeping the candidates\n");
+		return -1;
+	}
+	dump_case(d->f, c, mixed, plan);
+	for (size_t i = 0; i < d->n_maps; i++) {
+		const struct kept_map *m = &d->maps[i];
+
+		if (all || !strcmp(m->name, "host-name order")) {
+			if (dump_map(d, plan, m->name, m->rank_node) < 0)
+				return -1;
+		} else {
+			phx_plan_case_map(d->f, m->name, m->rank_node, d->world, NULL);
+		}
+	}
+	if (dump_map(d, plan, "phalanx", plan->rank_node) < 0)
+		return -1;
+	return all ? dump_random(d, plan) : 0;
 }
 
 static double now_ms(clockid_t clock)
@@ -437,8 +560,8 @@ static int run_case(const struct bench_case *c, bool mixed, size_t index, struct
 		phx_plan_free(again);
 	}
 	if (dump.f) {
-		phx_plan_case_map(dump.f, "phalanx", plan->rank_node, plan->world);
-		dump_case(dump.f, c, mixed, plan);
+		if (dump_maps(&dump, c, mixed, plan) < 0)
+			goto out;
 		if (fclose(dump.f)) {
 			dump.f = NULL;
 			fprintf(stderr,
@@ -502,8 +625,7 @@ static int run_case(const struct bench_case *c, bool mixed, size_t index, struct
 	t->time_ok += timed && time_ok;
 	rc = 0;
 out:
-	if (dump.f)
-		fclose(dump.f);
+	dump_free(&dump);
 	free(sizes);
 	for (size_t i = 0; names && i < nodes; i++)
 		free(names[i]);
@@ -532,6 +654,10 @@ int main(int argc, char **argv)
 			naming = argv[i + 1];
 		else if (!strcmp(argv[i], "--dump"))
 			dump_dir = argv[i + 1];
+		else if (!strcmp(argv[i], "--random"))
+			random_maps = (unsigned)strtoul(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--random-gpus"))
+			random_gpus = strtoul(argv[i + 1], NULL, 0);
 	}
 	printf("phalanx: placement benchmark, seed %lu; targets: link-model step within 1.05x of "
 	       "its lower bound (lb), no longer than host-name order's (st), >= 1.3x shorter on "

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1533,6 +1534,108 @@ static void test_spread(void **state)
 	(void)state;
 }
 
+/* Flows of size each over the links hops[0..n), count of them. */
+static struct pl_flow_class flows_over(const uint32_t *hops, unsigned n, uint32_t count,
+				       double size)
+{
+	struct pl_flow_class c = { .n_hops = n, .count = count, .size = size };
+
+	memcpy(c.hop, hops, n * sizeof(*hops));
+	return c;
+}
+
+/*
+ * The shared-link model's fluid sharing on cases worked by hand (links of
+ * capacity 1, so a time is the bytes a link moves).
+ */
+static void test_fluid_by_hand(void **state)
+{
+	const double one[5] = { 1, 1, 1, 1, 1 };
+	const double none[2] = { 1, 0 };
+	static const uint32_t l0[] = { 0 }, l1[] = { 1 }, l2[] = { 2 }, l01[] = { 0, 1 },
+			      l02[] = { 0, 2 }, l34[] = { 3, 4 };
+	struct pl_flow_class c[5];
+
+	/* Two flows on one link: half each, 2 units each, 4 in all. */
+	c[0] = flows_over(l0, 1, 2, 2);
+	assert_true(fabs(phx_pl_fluid_time(one, 1, c, 1) - 4) < 1e-9);
+	/* A short flow ends at 2 and frees its half: the long one ends at 1 + 3 = 4. */
+	c[0] = flows_over(l0, 1, 1, 1);
+	c[1] = flows_over(l0, 1, 1, 3);
+	assert_true(fabs(phx_pl_fluid_time(one, 1, c, 2) - 4) < 1e-9);
+	/*
+	 * Held back elsewhere: link 0 carries f0 and f1 (1 each); f0 also
+	 * crosses link 1 with two flows of 0.5, f1 link 2 with two more. Every
+	 * link moves 2, but all flows get 1/3 until the short ones end at 1.5,
+	 * when f0 and f1 have 0.5 left at 1/2 each: 2.5.
+	 */
+	c[0] = flows_over(l01, 2, 1, 1);
+	c[1] = flows_over(l02, 2, 1, 1);
+	c[2] = flows_over(l1, 1, 2, 0.5);
+	c[3] = flows_over(l2, 1, 2, 0.5);
+	/* A part of its own, sharing no link with the rest: 1 on links 3 and 4. */
+	c[4] = flows_over(l34, 2, 1, 1);
+	assert_true(fabs(phx_pl_fluid_time(one, 5, c, 5) - 2.5) < 1e-9);
+	/* The part alone, then longer than the rest. */
+	c[0] = flows_over(l34, 2, 1, 3);
+	assert_true(fabs(phx_pl_fluid_time(one, 5, c, 1) - 3) < 1e-9);
+	/* A link with no bandwidth never carries its flow. */
+	c[0] = flows_over(l01, 2, 1, 1);
+	assert_true(isinf(phx_pl_fluid_time(none, 2, c, 1)));
+	/* No flows, no time. */
+	assert_true(phx_pl_fluid_time(one, 5, c, 0) == 0);
+	(void)state;
+}
+
+/*
+ * On random fabrics and maps: the shared-link model's time is never below
+ * the link model's (no link moves faster than its bandwidth), both come
+ * out the same every time, the plan's link time is the planner's, and a
+ * map the plan cannot hold is refused.
+ */
+static void test_shared_model(void **state)
+{
+	unsigned longer = 0;
+
+	for (int round = 0; round < 12; round++) {
+		struct phx_step_times t, again;
+		struct big_map m;
+		uint32_t keep;
+
+		big_map_open(&m);
+		assert_int_equal(phx_plan_step_times(m.plan, m.plan->rank_node, &t), 0);
+		assert_int_equal(t.link_ns, m.plan->cost.step_ns);
+		if (round % 2)
+			shuffle_map(m.map, m.plan->world);
+		assert_int_equal(phx_plan_step_times(m.plan, m.map, &t), 0);
+		assert_int_equal(phx_plan_step_times(m.plan, m.map, &again), 0);
+		assert_int_equal(t.shared_ns, again.shared_ns);
+		/* Rounding: the model sums doubles, the link model whole KiB x ns. */
+		if (t.shared_ns + 1 + t.link_ns / 1000000 < t.link_ns)
+			fail_msg("round %d: shared-link %llu ns below the busiest link's %llu ns",
+				 round, (unsigned long long)t.shared_ns,
+				 (unsigned long long)t.link_ns);
+		longer += t.shared_ns > t.link_ns + t.link_ns / 100;
+		keep = m.map[0];
+		m.map[0] = (uint32_t)m.plan->n_nodes;
+		errno = 0;
+		assert_int_equal(phx_plan_step_times(m.plan, m.map, &t), -1);
+		assert_int_equal(errno, EINVAL);
+		/* Every rank on one node: more than its GPUs. */
+		for (unsigned long r = 0; r < m.plan->world; r++)
+			m.map[r] = keep;
+		if (m.plan->world > m.plan->gpus_per_node) {
+			errno = 0;
+			assert_int_equal(phx_plan_step_times(m.plan, m.map, &t), -1);
+			assert_int_equal(errno, EINVAL);
+		}
+		big_map_close(&m);
+	}
+	/* Shuffled maps cross busy links: some must take longer than their busiest link. */
+	assert_true(longer > 0);
+	(void)state;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1557,6 +1660,8 @@ int main(void)
 		cmocka_unit_test(test_least_out_ends_exhaustive),
 		cmocka_unit_test(test_link_trades),
 		cmocka_unit_test(test_spread),
+		cmocka_unit_test(test_fluid_by_hand),
+		cmocka_unit_test(test_shared_model),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
