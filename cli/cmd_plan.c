@@ -210,8 +210,7 @@ static void print_simulated(const struct phx_plan *plan, const struct host_map *
 		printf("shared      not computed: out of memory\n");
 	} else {
 		printf("shared      %.1f ms of communication by the shared-link model (flows "
-		       "sharing "
-		       "every link fairly); host-name order %.1f ms (%s the plan)\n",
+		       "sharing every link fairly); host-name order %.1f ms (%s the plan)\n",
 		       (double)mine.shared_ns / 1e6, (double)host.shared_ns / 1e6,
 		       ratio(host.shared_ns, mine.shared_ns, r, sizeof(r)));
 	}
