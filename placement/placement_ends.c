@@ -17,7 +17,8 @@
  * stop at the bound, or when the link model has been evaluated as often as
  * the allocation's size allows (a count, so every node plans the same).
  * Where they stop above the bound, the pipelines are laid out again over
- * the leaves (resequence()) and the rounds go on from there.
+ * the leaves (resequence()), or in tiles per spine (tile()), and the rounds
+ * go on from there.
  */
 #include "config.h"
 
@@ -574,6 +575,23 @@ static void mark_ends(const struct ends *e, struct reseq *q, size_t n_runs)
 	}
 }
 
+/* The ranks moved by perm[], kept if the step gets shorter than *was: 1, else 0; -1: memory. */
+static int keep_if_shorter(struct ends *e, struct reseq *q, struct pl_worst *was)
+{
+	const struct pl_alloc *a = e->a;
+	struct pl_worst now;
+
+	for (unsigned long r = 0; r < a->world; r++)
+		q->map[r] = q->perm[e->rank_node[r]];
+	if (phx_pl_links(a, q->map, &now) < 0)
+		return -1;
+	if (now.t >= was->t)
+		return 0;
+	*was = now;
+	memcpy(e->rank_node, q->map, a->world * sizeof(*q->map));
+	return 1;
+}
+
 /*
  * The pipelines laid out again, one after the other, over the leaves in
  * frag_sequence()'s order, when every cell sits whole on nodes of its own:
@@ -587,7 +605,6 @@ static int resequence(struct ends *e, struct reseq *q, struct pl_worst *was)
 {
 	const struct pl_alloc *a = e->a;
 	size_t n_runs, n_frags, len, slot = 0;
-	struct pl_worst now;
 
 	classify(e);
 	n_runs = collect_runs(e, q->runs);
@@ -617,15 +634,115 @@ static int resequence(struct ends *e, struct reseq *q, struct pl_worst *was)
 					e->order[q->seq[k]->runs[j] + i];
 		}
 	}
-	for (unsigned long r = 0; r < a->world; r++)
-		q->map[r] = q->perm[e->rank_node[r]];
-	if (phx_pl_links(a, q->map, &now) < 0)
-		return -1;
-	if (now.t >= was->t)
+	return keep_if_shorter(e, q, was);
+}
+
+/* The next cell of queue[] from *at on not yet placed; SIZE_MAX if none. */
+static size_t next_free(const bool *placed, const size_t *queue, size_t n, size_t *at)
+{
+	while (*at < n && placed[queue[*at]])
+		(*at)++;
+	return *at < n ? queue[*at] : SIZE_MAX;
+}
+
+struct tiles {
+	size_t *ends, *pairs; /* cells (index in runs[], by pipeline) in the order taken */
+	size_t n_ends, n_pairs, at_end, at_pair;
+	size_t *slot_cell; /* per slot (index in by_leaf[]): the cell it gets */
+	bool *placed; /* per cell */
+};
+
+/* Ends to leaves of one cell, pairs of middle stages to larger leaves. */
+static void tile_leaf(struct tiles *t, const struct frag *f, size_t k0)
+{
+	for (size_t i = 0; i < f->n_runs; i++)
+		t->slot_cell[k0 + i] = SIZE_MAX;
+	if (f->n_runs == 1) {
+		size_t j = next_free(t->placed, t->ends, t->n_ends, &t->at_end);
+
+		if (j != SIZE_MAX)
+			t->placed[j] = true;
+		t->slot_cell[k0] = j;
+		return;
+	}
+	for (size_t i = 0; i + 1 < f->n_runs; i += 2) {
+		size_t j = next_free(t->placed, t->pairs, t->n_pairs, &t->at_pair);
+
+		if (j == SIZE_MAX)
+			return;
+		t->placed[j] = t->placed[j + 1] = true;
+		t->slot_cell[k0 + i] = j;
+		t->slot_cell[k0 + i + 1] = j + 1;
+	}
+}
+
+/*
+ * Tiles per spine: a leaf of one cell gets a pipeline end (the ends in
+ * replica order), a larger leaf pairs of neighbouring middle stages of
+ * one replica (the middle stages in bands of two, band by band, each over
+ * the replicas in order), and what no pair fills the cells left, in
+ * pipeline order. A spine then holds ends and bands of consecutive
+ * replicas, so few rings and hops leave it, where whole pipelines in turn
+ * put every stage's ring through every spine. Needs every cell of every
+ * replica on nodes of its own. Kept if the step gets shorter: 1, else 0;
+ * -1: memory.
+ */
+static int tile(struct ends *e, struct reseq *q, struct pl_worst *was)
+{
+	const struct pl_alloc *a = e->a;
+	unsigned long stages = a->layout->size[PHX_DIM_PP], reps;
+	size_t n_runs, n_frags, len, next = 0;
+	struct tiles t = { 0 };
+	int rc = -1;
+
+	classify(e);
+	n_runs = collect_runs(e, q->runs);
+	if (n_runs < 2 || n_runs % stages)
 		return 0;
-	*was = now;
-	memcpy(e->rank_node, q->map, a->world * sizeof(*q->map));
-	return 1;
+	len = e->n_order / n_runs;
+	reps = n_runs / stages;
+	n_frags = collect_frags(e, q, n_runs);
+	e->by_spine = false;
+	qsort_r(q->runs, n_runs, sizeof(*q->runs), run_by_pipeline, e);
+	for (size_t j = 0; j < n_runs; j++) {
+		if (stage_of(a, e->cell[e->order[q->runs[j]]]) != j % stages)
+			return 0; /* not one cell per stage of each replica */
+	}
+	t.ends = calloc(n_runs, sizeof(*t.ends));
+	t.pairs = calloc(n_runs, sizeof(*t.pairs));
+	t.slot_cell = calloc(n_runs, sizeof(*t.slot_cell));
+	t.placed = calloc(n_runs, sizeof(*t.placed));
+	if (!t.ends || !t.pairs || !t.slot_cell || !t.placed)
+		goto out;
+	for (unsigned long d = 0; d < reps; d++) {
+		t.ends[t.n_ends++] = d * stages;
+		t.ends[t.n_ends++] = d * stages + stages - 1;
+	}
+	for (unsigned long st = 1; st + 2 < stages; st += 2) {
+		for (unsigned long d = 0; d < reps; d++)
+			t.pairs[t.n_pairs++] = d * stages + st;
+	}
+	for (size_t f = 0; f < n_frags; f++)
+		tile_leaf(&t, &q->fr[f], (size_t)(q->fr[f].runs - q->by_leaf));
+	for (size_t n = 0; n < a->n_nodes; n++)
+		q->perm[n] = (uint32_t)n;
+	for (size_t k = 0; k < n_runs; k++) {
+		size_t j = t.slot_cell[k];
+
+		while (j == SIZE_MAX && t.placed[next])
+			next++;
+		if (j == SIZE_MAX)
+			t.placed[j = next] = true;
+		for (size_t i = 0; i < len; i++)
+			q->perm[e->order[q->runs[j] + i]] = e->order[q->by_leaf[k] + i];
+	}
+	rc = keep_if_shorter(e, q, was);
+out:
+	free(t.ends);
+	free(t.pairs);
+	free(t.slot_cell);
+	free(t.placed);
+	return rc;
 }
 
 static int try_resequence(struct ends *e, struct pl_worst *w)
@@ -651,6 +768,7 @@ static int try_resequence(struct ends *e, struct pl_worst *w)
 		rc = resequence(e, &q, w);
 		e->by_spine = true;
 		rc = rc < 0 ? rc : rc | resequence(e, &q, w);
+		rc = rc < 0 ? rc : rc | tile(e, &q, w);
 	}
 	free(q.runs);
 	free(q.by_leaf);

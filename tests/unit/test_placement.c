@@ -957,18 +957,22 @@ static void test_slow_nodes_get_last_ranks(void **state)
  * neighbouring stages. Node names mix the two kinds, and the spines split
  * them unevenly, so no spine can keep its pipelines to itself.
  */
-static void test_segments_take_pipeline_ends(void **state)
+/*
+ * Leaves of NVL72 segments of 8 nodes (segments[leaf] each), the leaves
+ * under spines cut before each of cuts[]; planned with layout, whose
+ * tp x ep cells are one segment each. The step must reach the link
+ * model's bound and beat host-name order.
+ */
+static void plan_segments(const unsigned *segments, size_t n_leaves, const size_t *cuts,
+			  size_t n_cuts, const char *layout)
 {
-	/* Segments per leaf, 8 nodes each; the first 14 leaves under one spine. */
-	static const unsigned segments[] = { 1, 2, 2, 2, 2, 1, 1, 2, 1, 1, 1, 1,
-					     1, 1, 2, 2, 1, 2, 1, 2, 1, 1, 1 };
 	struct scenario s = { .gpn = 4 };
 	struct phx_plan *plan;
-	char conf[4096];
-	size_t off = 0;
+	char conf[8192];
+	size_t off = 0, from = 0;
 	unsigned node = 0;
 
-	for (size_t leaf = 0; leaf < sizeof(segments) / sizeof(segments[0]); leaf++) {
+	for (size_t leaf = 0; leaf < n_leaves; leaf++) {
 		unsigned first = node;
 
 		for (unsigned b = 0; b < segments[leaf]; b++, node += 8)
@@ -979,8 +983,14 @@ static void test_segments_take_pipeline_ends(void **state)
 					"SwitchName=leaf%zu Nodes=n[%03u-%03u]\n", leaf, first,
 					node - 1);
 	}
-	snprintf(conf + off, sizeof(conf) - off,
-		 "SwitchName=spine0 Switches=leaf[0-13]\nSwitchName=spine1 Switches=leaf[14-22]\n");
+	for (size_t k = 0; k <= n_cuts; k++) {
+		size_t to = k < n_cuts ? cuts[k] : n_leaves;
+
+		off += (size_t)snprintf(conf + off, sizeof(conf) - off,
+					"SwitchName=spine%zu Switches=leaf[%zu-%zu]\n", k, from,
+					to - 1);
+		from = to;
+	}
 	s.fabric = fabric_from(conf);
 	s.fabric->bandwidth[PHX_LEVEL_NODE] = s.fabric->bandwidth[PHX_LEVEL_NVLINK] = 900000;
 	for (unsigned n = 0; n < node; n++) {
@@ -990,7 +1000,7 @@ static void test_segments_take_pipeline_ends(void **state)
 		add_node(&s, name);
 	}
 	phx_traffic_defaults(&s.traffic);
-	set_layout(&s, "tp=4,ep=8,pp=4,dp=*", node * s.gpn);
+	set_layout(&s, layout, node * s.gpn);
 	plan = place(&s);
 	check_map(&s, plan);
 	if (plan->cost.step_ns > plan->step_bound_ns + plan->step_bound_ns / 1000)
@@ -999,6 +1009,36 @@ static void test_segments_take_pipeline_ends(void **state)
 	assert_true(plan->cost.step_ns < plan->hostname.step_ns);
 	phx_plan_free(plan);
 	free_scenario(&s);
+}
+
+static void test_segments_take_pipeline_ends(void **state)
+{
+	/* Segments per leaf, 8 nodes each; the first 14 leaves under one spine. */
+	static const unsigned segments[] = { 1, 2, 2, 2, 2, 1, 1, 2, 1, 1, 1, 1,
+					     1, 1, 2, 2, 1, 2, 1, 2, 1, 1, 1 };
+	static const size_t cuts[] = { 14 };
+
+	plan_segments(segments, sizeof(segments) / sizeof(segments[0]), cuts, 1,
+		      "tp=4,ep=8,pp=4,dp=*");
+	(void)state;
+}
+
+/*
+ * Eight stages over spines whose leaves of one segment outnumber their
+ * share of pipeline ends: laying whole pipelines one after the other
+ * sends every stage's ring through every spine (1.2x the bound); tiles of
+ * ends and bands of middle stages over consecutive replicas reach it.
+ */
+static void test_spine_tiles(void **state)
+{
+	static const unsigned segments[] = { 2, 2, 2, 1, 3, 1, 2, 2, 1, 2, 1, 1, 3, 1 };
+	static const unsigned more[] = { 3, 1, 1, 1, 1, 2, 2, 1, 3, 2, 1, 2,
+					 3, 2, 1, 1, 2, 2, 1, 1, 2, 3, 2 };
+	static const size_t cuts[] = { 4 }, more_cuts[] = { 7, 19 };
+
+	plan_segments(segments, sizeof(segments) / sizeof(segments[0]), cuts, 1,
+		      "tp=4,ep=8,pp=8,dp=*");
+	plan_segments(more, sizeof(more) / sizeof(more[0]), more_cuts, 2, "tp=4,ep=8,pp=8,dp=*");
 	(void)state;
 }
 
@@ -1651,6 +1691,7 @@ int main(void)
 		cmocka_unit_test(test_slow_nodes_get_last_ranks),
 		cmocka_unit_test(test_nvlink_domains),
 		cmocka_unit_test(test_segments_take_pipeline_ends),
+		cmocka_unit_test(test_spine_tiles),
 		cmocka_unit_test(test_stages_in_order),
 		cmocka_unit_test(test_no_fabric),
 		cmocka_unit_test(test_errors),
