@@ -67,6 +67,7 @@ static const char *ratio(uint64_t a, uint64_t b, char *buf, size_t len)
 static void print_header(const struct phx_plan *plan)
 {
 	char layout[160], r1[32], r2[32];
+	uint64_t bound = 0;
 	size_t spare = 0;
 
 	phx_layout_format(&plan->layout, layout, sizeof(layout));
@@ -76,12 +77,13 @@ static void print_header(const struct phx_plan *plan)
 	printf("nodes       %zu used of %zu, %u GPUs each\n", plan->n_nodes - spare, plan->n_nodes,
 	       plan->gpus_per_node);
 	printf("strategy    %s\n", plan->strategy);
+	if (phx_plan_lower_bound(plan, &bound) < 0)
+		phx_error("plan: out of memory computing the lower bound; it reads 0");
 	printf("cost        %.3f ms/rank per step; host-name order %.3f (%s the plan); lower bound "
 	       "%.3f (plan %s)\n",
 	       per_rank_ms(plan, plan->cost.total), per_rank_ms(plan, plan->hostname.total),
 	       ratio(plan->hostname.total, plan->cost.total, r1, sizeof(r1)),
-	       per_rank_ms(plan, plan->lower_bound),
-	       ratio(plan->cost.total, plan->lower_bound, r2, sizeof(r2)));
+	       per_rank_ms(plan, bound), ratio(plan->cost.total, bound, r2, sizeof(r2)));
 	printf("step        %.1f ms of communication by the link model (busiest link); host-name "
 	       "order %.1f ms (%s the plan); lower bound %.1f ms (plan %s)\n",
 	       (double)plan->cost.step_ns / 1e6, (double)plan->hostname.step_ns / 1e6,
@@ -325,10 +327,14 @@ static int print_json(const struct phx_plan *plan, const struct phx_megatron *mg
 {
 	struct json_object *o = json_object_new_object(), *cost = json_object_new_object();
 	struct json_object *warnings = json_object_new_array();
+	uint64_t bound = 0;
 	char layout[160];
 
-	if (!o || !cost || !warnings) {
+	if (!o || !cost || !warnings || phx_plan_lower_bound(plan, &bound) < 0) {
 		phx_error("plan: out of memory writing JSON");
+		json_object_put(o);
+		json_object_put(cost);
+		json_object_put(warnings);
 		return 1;
 	}
 	phx_layout_format(&plan->layout, layout, sizeof(layout));
@@ -339,7 +345,7 @@ static int print_json(const struct phx_plan *plan, const struct phx_megatron *mg
 	json_object_object_add(o, "model", model_json(plan));
 	json_object_object_add(cost, "plan", cost_json(&plan->cost));
 	json_object_object_add(cost, "hostname_order", cost_json(&plan->hostname));
-	json_object_object_add(cost, "lower_bound_ns", json_object_new_uint64(plan->lower_bound));
+	json_object_object_add(cost, "lower_bound_ns", json_object_new_uint64(bound));
 	json_object_object_add(cost, "step_lower_bound_ns",
 			       json_object_new_uint64(plan->step_bound_ns));
 	json_object_object_add(o, "cost", cost);

@@ -4,8 +4,8 @@
  * with every nesting of the dimensions worth trying (placement_pack.c),
  * prices each (placement_cost.c), keeps the best and improves it by
  * swapping nodes (placement_refine.c), moves slow nodes to
- * the least harmful work, and adds the host-name order's cost and the lower
- * bound (placement_bound.c) for comparison.
+ * the least harmful work, and adds the host-name order's cost for
+ * comparison; the lower bound (placement_bound.c) is computed on demand.
  */
 #include "config.h"
 
@@ -960,10 +960,6 @@ int phx_place(const struct phx_place_input *in, struct phx_plan **out, char *err
 	    choose_spares(&p) < 0 || search(&p) < 0 || move_slow(&p) < 0 || baseline(&p) < 0 ||
 	    fill_nodes(&p) < 0 || warn_tp(&p) < 0 || warn_slow(&p) < 0)
 		goto fail;
-	if (phx_pl_lower_bound(&p.a, &p.plan->lower_bound) < 0) {
-		fail(&p, "out of memory");
-		goto fail;
-	}
 	if (keep_alloc(&p) < 0)
 		goto fail;
 	free_placer(&p);
@@ -994,6 +990,11 @@ void phx_plan_free(struct phx_plan *plan)
 		free_alloc(plan->alloc);
 	free(plan->alloc);
 	free(plan);
+}
+
+int phx_plan_lower_bound(const struct phx_plan *plan, uint64_t *bound)
+{
+	return phx_pl_lower_bound(plan->alloc, bound);
 }
 
 int phx_plan_step_times(const struct phx_plan *plan, const uint32_t *rank_node,

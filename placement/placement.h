@@ -87,7 +87,6 @@ struct phx_plan {
 	uint16_t *rank_gpu; /* per global rank: local GPU */
 	struct phx_plan_cost cost; /* this placement */
 	struct phx_plan_cost hostname; /* Slurm's block order over host names */
-	uint64_t lower_bound; /* no placement costs less */
 	uint64_t step_bound_ns; /* no placement's step (the link model's) is shorter */
 	unsigned long weight[PHX_LEVEL_COUNT]; /* ns per MiB at each level */
 	unsigned long bandwidth[PHX_LEVEL_COUNT]; /* MB/s per GPU at each level */
@@ -99,6 +98,14 @@ struct phx_plan {
 	size_t n_strings;
 	struct pl_alloc *alloc; /* the allocation as the models see it */
 };
+
+/*
+ * The least group cost any placement onto the plan's allocation can have,
+ * ns summed over ranks (phalanx-plan(1), LOWER BOUND): computed on demand,
+ * since placing needs only the link model's bound (step_bound_ns).
+ * 0 or -1 (out of memory).
+ */
+int phx_plan_lower_bound(const struct phx_plan *plan, uint64_t *bound);
 
 /*
  * One step's communication time of a map of the plan's ranks (rank ->

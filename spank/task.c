@@ -66,12 +66,16 @@ static void explain(const struct phx_step *step, unsigned slot, unsigned long ra
 			 b->nic ? b->nic->name : "-", b->cpus[0] ? b->cpus : "unchanged");
 	/* The task's stderr, so the user sees it in srun's output. */
 	fprintf(stderr, "%s\n", line);
-	if (rank == 0 && step->plan)
+	if (rank == 0 && step->plan) {
+		uint64_t bound = 0;
+
+		/* Only --phx-explain asks for it: placing does not need it. */
+		phx_plan_lower_bound(step->plan, &bound);
 		fprintf(stderr,
 			"phalanx: placement %s: cost %llu, Slurm's order %llu, lower bound %llu\n",
 			step->plan->strategy, (unsigned long long)step->plan->cost.total,
-			(unsigned long long)step->plan->hostname.total,
-			(unsigned long long)step->plan->lower_bound);
+			(unsigned long long)step->plan->hostname.total, (unsigned long long)bound);
+	}
 }
 
 int phx_task_init(spank_t sp, const struct phx_step *step, const struct phx_job_opts *opts,
