@@ -548,6 +548,60 @@ static size_t choose(const struct placer *p)
 	return best;
 }
 
+/*
+ * The link model takes a step to be as long as its busiest link; flows
+ * held back on one link leave others idle, so maps it rates alike or close
+ * can differ by a fifth in the time their flows take sharing the links
+ * (placement_share.c, what a flow-level simulation gives). Up to
+ * SHARED_RANKS ranks, candidates are compared by that time; the passes
+ * after it bring the busiest link down. A flow never moves faster than
+ * its busiest link lets it, so candidates are tried in the link model's
+ * order until one's busiest link alone takes as long as the shortest
+ * shared time found: most often the first is as short as its busiest link
+ * and is the only one run.
+ */
+#define SHARED_RANKS 2048ul
+
+static int by_cost(const void *x, const void *y, void *ctx)
+{
+	const struct candidate *cand = ctx;
+	size_t i = *(const size_t *)x, j = *(const size_t *)y;
+
+	if (better(&cand[i].cost, &cand[j].cost))
+		return -1;
+	if (better(&cand[j].cost, &cand[i].cost))
+		return 1;
+	return i < j ? -1 : i > j;
+}
+
+/* The candidate whose flows end first when they share links; 0 or -1 (memory). */
+static int choose_shared(struct placer *p, size_t *best)
+{
+	size_t *order = calloc(p->n_cand, sizeof(*order));
+	uint64_t least = UINT64_MAX;
+
+	if (!order)
+		return fail(p, "out of memory");
+	for (size_t i = 0; i < p->n_cand; i++)
+		order[i] = i;
+	qsort_r(order, p->n_cand, sizeof(*order), by_cost, p->cand);
+	for (size_t k = 0; k < p->n_cand && p->cand[order[k]].cost.step_ns < least; k++) {
+		uint64_t ns;
+
+		realize(p, &p->cand[order[k]], p->plan->rank_node, p->plan->rank_gpu);
+		if (phx_pl_shared_time(&p->a, p->plan->rank_node, &ns) < 0) {
+			free(order);
+			return fail(p, "out of memory");
+		}
+		if (ns < least) {
+			least = ns;
+			*best = order[k];
+		}
+	}
+	free(order);
+	return 0;
+}
+
 /* A map's group cost and its step by the link model; 0 or -1 (memory). */
 static int cost_of_map(struct placer *p, const uint32_t *map, struct phx_plan_cost *cost)
 {
@@ -624,12 +678,84 @@ static void add_variants(struct placer *p, size_t n_base)
 	}
 }
 
+/*
+ * The passes from candidate c: node swaps, pipeline ends to the busiest
+ * links, spreading. The map is left in plan->rank_node and rank_gpu, its
+ * cost in plan->cost, how it was made in plan->strategy. 0 or -1.
+ */
+static int improve(struct placer *p, size_t c)
+{
+	struct phx_plan *plan = p->plan;
+	long swaps, trades, spread;
+
+	realize(p, &p->cand[c], plan->rank_node, plan->rank_gpu);
+	plan->cost = p->cand[c].cost;
+	swaps = phx_pl_refine(&p->a, plan->rank_node);
+	if (reprice(p, swaps) < 0)
+		return -1;
+	/* The swaps lower the group cost; a longer step undoes them. */
+	if (swaps && plan->cost.step_ns > p->cand[c].cost.step_ns) {
+		realize(p, &p->cand[c], plan->rank_node, plan->rank_gpu);
+		plan->cost = p->cand[c].cost;
+		swaps = 0;
+	}
+	trades = phx_pl_ends(&p->a, plan->rank_node, plan->step_bound_ns);
+	if (reprice(p, trades) < 0)
+		return -1;
+	spread = phx_pl_spread(&p->a, plan->rank_node);
+	if (reprice(p, spread) < 0)
+		return -1;
+	snprintf(plan->strategy, sizeof(plan->strategy), "%.72s%s%s%s", p->cand[c].name,
+		 swaps ? "+swaps" : "", trades ? "+ends" : "", spread ? "+spread" : "");
+	return 0;
+}
+
+/*
+ * The plan made from alt as well, kept if its flows end first when they
+ * share links and its busiest link is no busier; else the plan made from
+ * the link model's best, as it was. 0 or -1 (memory).
+ */
+static int try_alternative(struct placer *p, size_t alt)
+{
+	struct phx_plan *plan = p->plan;
+	uint32_t *node = malloc(plan->world * sizeof(*node));
+	uint16_t *gpu = malloc(plan->world * sizeof(*gpu));
+	struct phx_plan_cost cost = plan->cost;
+	char strategy[sizeof(plan->strategy)];
+	uint64_t first, second;
+	int rc = -1;
+
+	if (!node || !gpu || phx_pl_shared_time(&p->a, plan->rank_node, &first) < 0) {
+		rc = fail(p, "out of memory");
+		goto out;
+	}
+	memcpy(node, plan->rank_node, plan->world * sizeof(*node));
+	memcpy(gpu, plan->rank_gpu, plan->world * sizeof(*gpu));
+	memcpy(strategy, plan->strategy, sizeof(strategy));
+	if (improve(p, alt) < 0)
+		goto out;
+	if (phx_pl_shared_time(&p->a, plan->rank_node, &second) < 0) {
+		rc = fail(p, "out of memory");
+		goto out;
+	}
+	if (second >= first || plan->cost.step_ns > cost.step_ns) {
+		memcpy(plan->rank_node, node, plan->world * sizeof(*node));
+		memcpy(plan->rank_gpu, gpu, plan->world * sizeof(*gpu));
+		memcpy(plan->strategy, strategy, sizeof(strategy));
+		plan->cost = cost;
+	}
+	rc = 0;
+out:
+	free(node);
+	free(gpu);
+	return rc;
+}
+
 static int search(struct placer *p)
 {
 	struct phx_plan *plan = p->plan;
 	struct pl_strategy none = { 0 };
-	size_t best, n_base;
-	long swaps, trades, spread;
+	size_t best, alt, n_base;
 
 	p->cand = calloc(MAX_STRATEGIES, sizeof(*p->cand));
 	if (!p->cand || phx_pl_tree_build(&p->a, &p->tree) < 0)
@@ -642,30 +768,14 @@ static int search(struct placer *p)
 	add_variants(p, n_base);
 	if (price(p, n_base) < 0)
 		return -1;
-	best = choose(p);
-	if (best != p->n_cand - 1)
-		realize(p, &p->cand[best], plan->rank_node, plan->rank_gpu);
-	plan->cost = p->cand[best].cost;
-	swaps = phx_pl_refine(&p->a, plan->rank_node);
-	if (reprice(p, swaps) < 0)
+	alt = best = choose(p);
+	if (p->a.world <= SHARED_RANKS && choose_shared(p, &alt) < 0)
 		return -1;
-	/* The swaps lower the group cost; a longer step undoes them. */
-	if (swaps && plan->cost.step_ns > p->cand[best].cost.step_ns) {
-		realize(p, &p->cand[best], plan->rank_node, plan->rank_gpu);
-		plan->cost = p->cand[best].cost;
-		swaps = 0;
-	}
 	if (phx_pl_step_bound(&p->a, &plan->step_bound_ns) < 0)
 		return fail(p, "out of memory");
-	trades = phx_pl_ends(&p->a, plan->rank_node, plan->step_bound_ns);
-	if (reprice(p, trades) < 0)
+	if (improve(p, best) < 0)
 		return -1;
-	spread = phx_pl_spread(&p->a, plan->rank_node);
-	if (reprice(p, spread) < 0)
-		return -1;
-	snprintf(plan->strategy, sizeof(plan->strategy), "%.72s%s%s%s", p->cand[best].name,
-		 swaps ? "+swaps" : "", trades ? "+ends" : "", spread ? "+spread" : "");
-	return 0;
+	return alt == best ? 0 : try_alternative(p, alt);
 }
 
 /* ---------------------------------------------------------------- slow nodes */
