@@ -185,7 +185,7 @@ synced_after()
 	j0=$(grep -c 'rl rollout node6 joined' "$OUT")
 	t0=$(date +%s.%N)
 	scontrol update nodename=node6 state=resume
-	wait_for 60 has 'node node6 is back: Slurm no longer drains it'
+	wait_for 120 has 'node node6 is back: Slurm no longer drains it'
 	has 'role rollout takes a node that came back (2 of 2)'
 	wait_for 120 count_above 'rl rollout node6 joined' "$j0"
 	t1=$(date +%s.%N)
