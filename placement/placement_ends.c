@@ -593,6 +593,35 @@ static int keep_if_shorter(struct ends *e, struct reseq *q, struct pl_worst *was
 }
 
 /*
+ * The cells, when each sits whole on nodes of its own: in pipeline order in
+ * runs[] (run_by_pipeline(), after e->by_spine), by leaf in fr[], with
+ * perm[] the identity to fill. Returns how many leaves, 0 when the cells
+ * are not so; *n_runs, *len: how many cells, nodes per cell.
+ */
+static size_t cells_in_order(struct ends *e, struct reseq *q, size_t *n_runs, size_t *len)
+{
+	size_t n_frags;
+
+	classify(e);
+	*n_runs = collect_runs(e, q->runs);
+	if (*n_runs < 2)
+		return 0;
+	*len = e->n_order / *n_runs;
+	n_frags = collect_frags(e, q, *n_runs);
+	qsort_r(q->runs, *n_runs, sizeof(*q->runs), run_by_pipeline, e);
+	for (size_t n = 0; n < e->a->n_nodes; n++)
+		q->perm[n] = (uint32_t)n;
+	return n_frags;
+}
+
+/* Cell j's nodes (of runs[]) onto the len nodes from order[at] on. */
+static void move_cell(const struct ends *e, struct reseq *q, size_t j, size_t at, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		q->perm[e->order[q->runs[j] + i]] = e->order[at + i];
+}
+
+/*
  * The pipelines laid out again, one after the other, over the leaves in
  * frag_sequence()'s order, when every cell sits whole on nodes of its own:
  * trades one at a time cannot get there, since each step of the way leaves
@@ -603,16 +632,10 @@ static int keep_if_shorter(struct ends *e, struct reseq *q, struct pl_worst *was
  */
 static int resequence(struct ends *e, struct reseq *q, struct pl_worst *was)
 {
-	const struct pl_alloc *a = e->a;
-	size_t n_runs, n_frags, len, slot = 0;
+	size_t n_runs, len, slot = 0, n_frags = cells_in_order(e, q, &n_runs, &len);
 
-	classify(e);
-	n_runs = collect_runs(e, q->runs);
-	if (n_runs < 2)
+	if (!n_frags)
 		return 0;
-	len = e->n_order / n_runs;
-	n_frags = collect_frags(e, q, n_runs);
-	qsort_r(q->runs, n_runs, sizeof(*q->runs), run_by_pipeline, e);
 	mark_ends(e, q, n_runs);
 	for (size_t f = 0, cell = 0; f < n_frags;) {
 		size_t g = f;
@@ -625,14 +648,9 @@ static int resequence(struct ends *e, struct reseq *q, struct pl_worst *was)
 			cell += q->fr[k].n_runs;
 		f = g;
 	}
-	for (size_t n = 0; n < a->n_nodes; n++)
-		q->perm[n] = (uint32_t)n;
 	for (size_t k = 0; k < n_frags; k++) {
-		for (size_t j = 0; j < q->seq[k]->n_runs; j++, slot++) {
-			for (size_t i = 0; i < len; i++)
-				q->perm[e->order[q->runs[slot] + i]] =
-					e->order[q->seq[k]->runs[j] + i];
-		}
+		for (size_t j = 0; j < q->seq[k]->n_runs; j++, slot++)
+			move_cell(e, q, slot, q->seq[k]->runs[j], len);
 	}
 	return keep_if_shorter(e, q, was);
 }
@@ -695,15 +713,11 @@ static int tile(struct ends *e, struct reseq *q, struct pl_worst *was)
 	struct tiles t = { 0 };
 	int rc = -1;
 
-	classify(e);
-	n_runs = collect_runs(e, q->runs);
-	if (n_runs < 2 || n_runs % stages)
-		return 0;
-	len = e->n_order / n_runs;
-	reps = n_runs / stages;
-	n_frags = collect_frags(e, q, n_runs);
 	e->by_spine = false;
-	qsort_r(q->runs, n_runs, sizeof(*q->runs), run_by_pipeline, e);
+	n_frags = cells_in_order(e, q, &n_runs, &len);
+	if (!n_frags || n_runs % stages)
+		return 0;
+	reps = n_runs / stages;
 	for (size_t j = 0; j < n_runs; j++) {
 		if (stage_of(a, e->cell[e->order[q->runs[j]]]) != j % stages)
 			return 0; /* not one cell per stage of each replica */
@@ -724,8 +738,6 @@ static int tile(struct ends *e, struct reseq *q, struct pl_worst *was)
 	}
 	for (size_t f = 0; f < n_frags; f++)
 		tile_leaf(&t, &q->fr[f], (size_t)(q->fr[f].runs - q->by_leaf));
-	for (size_t n = 0; n < a->n_nodes; n++)
-		q->perm[n] = (uint32_t)n;
 	for (size_t k = 0; k < n_runs; k++) {
 		size_t j = t.slot_cell[k];
 
@@ -733,8 +745,7 @@ static int tile(struct ends *e, struct reseq *q, struct pl_worst *was)
 			next++;
 		if (j == SIZE_MAX)
 			t.placed[j = next] = true;
-		for (size_t i = 0; i < len; i++)
-			q->perm[e->order[q->runs[j] + i]] = e->order[q->by_leaf[k] + i];
+		move_cell(e, q, j, q->by_leaf[k], len);
 	}
 	rc = keep_if_shorter(e, q, was);
 out:
