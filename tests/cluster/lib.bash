@@ -72,26 +72,42 @@ slurm_query()
 	return 1
 }
 
-# lab_srun SECONDS ARGS...: srun ARGS under 'timeout SECONDS', run again
-# when its allocation timed out in one of the stalls of Slurm 24.11's
-# controller in the lab ("Unable to allocate resources: Socket timed out").
-# The controller kills a job whose allocation it could not hand to srun, so
-# nothing runs twice.
-lab_srun()
+# retry_allocation CMD...: CMD (an srun), run again when its allocation timed
+# out in one of the stalls of Slurm 24.11's controller in the lab ("Unable to
+# allocate resources: Socket timed out"; it answers nothing for a few seconds
+# after a node comes back, or after a step failed to start). The controller
+# kills a job whose allocation it could not hand to srun, so nothing runs
+# twice. Any other failure is CMD's own and is returned at once.
+retry_allocation()
 {
-	local limit=$1 try rc err
+	local try rc err
 
-	shift
 	err=$(mktemp "${BATS_TEST_TMPDIR:-${TMPDIR:-/tmp}}/srun.XXXXXX") || return 1
 	for try in 1 2 3; do
 		rc=0
-		timeout "$limit" srun "$@" 2> >(tee "$err" >&2) || rc=$?
+		"$@" 2> >(tee "$err" >&2) || rc=$?
 		wait $! || true
 		grep -q 'Unable to allocate resources: Socket timed out' "$err" || break
 		sleep 1
 	done
 	rm -f "$err"
 	return "$rc"
+}
+
+# Every srun of the tests (run srun ..., srun ... | ...) is a user's srun that
+# a controller stall must not fail.
+srun()
+{
+	retry_allocation command srun "$@"
+}
+
+# lab_srun SECONDS ARGS...: srun ARGS under 'timeout SECONDS'.
+lab_srun()
+{
+	local limit=$1
+
+	shift
+	retry_allocation timeout "$limit" srun "$@"
 }
 
 job_state()
