@@ -128,7 +128,7 @@ int phx_pl_links(const struct pl_alloc *a, const uint32_t *rank_node, struct pl_
  * the flows of those ranks, so the same trade undoes it. NULL: memory.
  */
 struct pl_links *phx_pl_links_open(const struct pl_alloc *a, uint32_t *rank_node);
-void phx_pl_links_worst(const struct pl_links *l, struct pl_worst *w);
+void phx_pl_links_worst(struct pl_links *l, struct pl_worst *w);
 void phx_pl_links_trade(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len);
 /* The trade, kept (w its busiest link) if better() says the map is, else undone; kept? */
 bool phx_pl_links_trade_if(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len,

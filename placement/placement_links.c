@@ -28,42 +28,89 @@
 
 enum port { NVL_OUT, NVL_IN, PORTS };
 enum nic { NIC_OUT, NIC_IN, NICS };
+enum updown { DOWN, UP, DIRS };
 
 /* The two switch levels with uplinks: leaf and spine. */
 #define UPLINK_LEVELS 2
 
+/* A link's load before the trade being priced. */
+struct pl_touch {
+	size_t link;
+	uint64_t kib;
+};
+
+/*
+ * Every link's load in one array, in the order busiest() scans them: each
+ * GPU's NVLink ports, each node's NIC, then per uplink level each unit's
+ * links down and up.
+ */
 struct pl_links {
 	const struct pl_alloc *a;
 	uint32_t *gpu; /* per rank: node * gpn + its place among the node's ranks */
-	uint64_t *port[PORTS]; /* per GPU, KiB */
-	uint64_t *nic[NICS]; /* per node, KiB */
-	uint64_t *up[UPLINK_LEVELS], *down[UPLINK_LEVELS]; /* per leaf, per spine, KiB */
+	uint64_t *load; /* per link, KiB */
+	size_t nic0, up0[UPLINK_LEVELS], n_links; /* where each kind of link starts */
 	uint32_t *gpus[UPLINK_LEVELS]; /* the allocation's GPUs under each leaf, spine */
 	/* For trades (phx_pl_links_trade): */
 	uint32_t *rank_node; /* the caller's map */
 	unsigned long *by_node, *node_first; /* ranks of node n: by_node[node_first[n] ..] */
 	unsigned *node_used;
 	bool *moving; /* per rank */
+	/*
+	 * A trade priced from the links it touched (phx_pl_links_trade_if()):
+	 * the busiest link now and its place in the scan, and the loads before.
+	 */
+	struct pl_worst now;
+	size_t now_link;
+	bool now_known;
+	struct pl_touch *touched;
+	size_t n_touched;
+	bool *mark; /* per link: in touched[] */
+	bool *is_touched; /* mark while a trade is priced, else NULL */
 };
+
+static size_t port_link(uint32_t gpu, enum port p)
+{
+	return (size_t)gpu * PORTS + p;
+}
+
+static size_t nic_link(const struct pl_links *l, uint32_t node, enum nic p)
+{
+	return l->nic0 + (size_t)node * NICS + p;
+}
+
+static size_t uplink(const struct pl_links *l, unsigned v, uint32_t unit, enum updown dir)
+{
+	return l->up0[v] + (size_t)unit * DIRS + dir;
+}
+
+static void bump(struct pl_links *l, size_t link, uint64_t kib)
+{
+	if (l->is_touched && !l->is_touched[link]) {
+		l->is_touched[link] = true;
+		l->touched[l->n_touched++] =
+			(struct pl_touch){ .link = link, .kib = l->load[link] };
+	}
+	l->load[link] += kib;
+}
 
 static void add_flow(struct pl_links *l, uint32_t src, uint32_t dst, uint64_t kib)
 {
 	const uint32_t *u0 = l->a->unit[src / l->a->gpn], *u1 = l->a->unit[dst / l->a->gpn];
 
 	if (u0[PHX_LEVEL_NVLINK] == u1[PHX_LEVEL_NVLINK]) {
-		l->port[NVL_OUT][src] += kib;
-		l->port[NVL_IN][dst] += kib;
+		bump(l, port_link(src, NVL_OUT), kib);
+		bump(l, port_link(dst, NVL_IN), kib);
 		return;
 	}
-	l->nic[NIC_OUT][src / l->a->gpn] += kib;
-	l->nic[NIC_IN][dst / l->a->gpn] += kib;
+	bump(l, nic_link(l, src / l->a->gpn, NIC_OUT), kib);
+	bump(l, nic_link(l, dst / l->a->gpn, NIC_IN), kib);
 	for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
 		uint32_t from = u0[PHX_LEVEL_LEAF + v], to = u1[PHX_LEVEL_LEAF + v];
 
 		if (from == to)
 			break;
-		l->up[v][from] += kib;
-		l->down[v][to] += kib;
+		bump(l, uplink(l, v, from, UP), kib);
+		bump(l, uplink(l, v, to, DOWN), kib);
 	}
 }
 
@@ -113,8 +160,8 @@ static void add_all_to_all(struct pl_links *l, unsigned long r0, unsigned long s
 		one_unit = one_unit && unit[i][PHX_LEVEL_NVLINK] == unit[0][PHX_LEVEL_NVLINK];
 	}
 	for (unsigned long i = 0; one_unit && i < size; i++) {
-		l->port[NVL_OUT][l->gpu[r0 + i * stride]] += kib * (size - 1);
-		l->port[NVL_IN][l->gpu[r0 + i * stride]] += kib * (size - 1);
+		bump(l, port_link(l->gpu[r0 + i * stride], NVL_OUT), kib * (size - 1));
+		bump(l, port_link(l->gpu[r0 + i * stride], NVL_IN), kib * (size - 1));
 	}
 	for (unsigned long i = 0; !one_unit && i < size; i++) {
 		uint32_t g = l->gpu[r0 + i * stride];
@@ -125,15 +172,15 @@ static void add_all_to_all(struct pl_links *l, unsigned long r0, unsigned long s
 				same[lv] += unit[i][lv] == unit[j][lv];
 		}
 		/* Members in its NVLink unit over NVLink, the rest through its NIC. */
-		l->port[NVL_OUT][g] += kib * (same[PHX_LEVEL_NVLINK] - 1);
-		l->port[NVL_IN][g] += kib * (same[PHX_LEVEL_NVLINK] - 1);
-		l->nic[NIC_OUT][g / a->gpn] += kib * (size - same[PHX_LEVEL_NVLINK]);
-		l->nic[NIC_IN][g / a->gpn] += kib * (size - same[PHX_LEVEL_NVLINK]);
+		bump(l, port_link(g, NVL_OUT), kib * (same[PHX_LEVEL_NVLINK] - 1));
+		bump(l, port_link(g, NVL_IN), kib * (same[PHX_LEVEL_NVLINK] - 1));
+		bump(l, nic_link(l, g / a->gpn, NIC_OUT), kib * (size - same[PHX_LEVEL_NVLINK]));
+		bump(l, nic_link(l, g / a->gpn, NIC_IN), kib * (size - same[PHX_LEVEL_NVLINK]));
 		for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
 			uint64_t out = size - same[PHX_LEVEL_LEAF + v];
 
-			l->up[v][unit[i][PHX_LEVEL_LEAF + v]] += kib * out;
-			l->down[v][unit[i][PHX_LEVEL_LEAF + v]] += kib * out;
+			bump(l, uplink(l, v, unit[i][PHX_LEVEL_LEAF + v], UP), kib * out);
+			bump(l, uplink(l, v, unit[i][PHX_LEVEL_LEAF + v], DOWN), kib * out);
 		}
 	}
 }
@@ -210,97 +257,102 @@ static void add_step(struct pl_links *l)
 				  .flow = sink_flow, .all_to_all = sink_all_to_all, .ctx = l });
 }
 
-/* A link's time, ns x 1024; the busiest kept in *w with how many share it. */
-static void consider(struct pl_worst *w, double t, enum pl_link kind, uint32_t where)
+/* Link k's time with kib on it, ns x 1024; its kind and where it is. */
+static double link_time(const struct pl_links *l, size_t k, uint64_t kib)
 {
-	w->sq += t * t;
-	/* Times are sums of the same terms: equal ones come out equal. */
-	if (t > w->t) {
-		*w = (struct pl_worst){
-			.t = t, .sq = w->sq, .kind = kind, .where = where, .tied = 1
-		};
-	} else if (t == w->t && t > 0) {
-		w->tied++;
+	const struct pl_alloc *a = l->a;
+	unsigned v;
+
+	if (k < l->nic0)
+		return (double)kib * (double)a->weight[PHX_LEVEL_NODE];
+	if (k < l->up0[0])
+		return (double)kib * (double)a->weight[PHX_LEVEL_LEAF] / a->gpn;
+	v = k >= l->up0[1];
+	return (double)kib * (double)a->weight[PHX_LEVEL_SPINE + v] /
+	       (double)l->gpus[v][(k - l->up0[v]) / DIRS];
+}
+
+static void name_link(const struct pl_links *l, size_t k, struct pl_worst *w)
+{
+	if (k < l->nic0) {
+		w->kind = PL_LINK_NVLINK;
+		w->where = (uint32_t)(k / PORTS);
+	} else if (k < l->up0[0]) {
+		w->kind = PL_LINK_NIC;
+		w->where = (uint32_t)((k - l->nic0) / NICS);
+	} else if (k < l->up0[1]) {
+		w->kind = PL_LINK_LEAF;
+		w->where = (uint32_t)((k - l->up0[0]) / DIRS);
+	} else {
+		w->kind = PL_LINK_SPINE;
+		w->where = (uint32_t)((k - l->up0[1]) / DIRS);
 	}
 }
 
-static void busiest(const struct pl_links *l, struct pl_worst *w)
+/* Scaled from ns x 1024 (a power of two: exact). */
+static void to_ns(struct pl_worst *w)
 {
-	const struct pl_alloc *a = l->a;
-	size_t gpus = a->n_nodes * a->gpn;
-
-	*w = (struct pl_worst){ 0 };
-	for (size_t g = 0; g < gpus; g++) {
-		for (int p = 0; p < PORTS; p++)
-			consider(w, (double)l->port[p][g] * (double)a->weight[PHX_LEVEL_NODE],
-				 PL_LINK_NVLINK, (uint32_t)g);
-	}
-	for (size_t n = 0; n < a->n_nodes; n++) {
-		for (int p = 0; p < NICS; p++)
-			consider(w,
-				 (double)l->nic[p][n] * (double)a->weight[PHX_LEVEL_LEAF] / a->gpn,
-				 PL_LINK_NIC, (uint32_t)n);
-	}
-	for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
-		for (uint32_t u = 0; u < a->n_units[PHX_LEVEL_LEAF + v]; u++) {
-			for (int up = 0; up < 2; up++) {
-				uint64_t kib = up ? l->up[v][u] : l->down[v][u];
-
-				if (kib)
-					consider(w,
-						 (double)kib *
-							 (double)a->weight[PHX_LEVEL_SPINE + v] /
-							 (double)l->gpus[v][u],
-						 v ? PL_LINK_SPINE : PL_LINK_LEAF, u);
-			}
-		}
-	}
 	w->t /= 1024; /* KiB x ns per MiB */
 	w->sq /= 1024.0 * 1024.0;
+}
+
+/* The busiest link, the first in the scan of those as busy, kept in l->now. */
+static void busiest(struct pl_links *l, struct pl_worst *w)
+{
+	double top = 0, sq = 0;
+	size_t at = 0;
+	unsigned tied = 0;
+
+	for (size_t k = 0; k < l->n_links; k++) {
+		double t;
+
+		if (!l->load[k])
+			continue;
+		t = link_time(l, k, l->load[k]);
+		sq += t * t;
+		/* Times are sums of the same terms: equal ones come out equal. */
+		if (t > top) {
+			top = t;
+			at = k;
+			tied = 1;
+		} else if (t == top && t > 0) {
+			tied++;
+		}
+	}
+	*w = (struct pl_worst){ .t = top, .sq = sq, .tied = tied };
+	name_link(l, at, w);
+	to_ns(w);
+	l->now = *w;
+	l->now_link = at;
+	l->now_known = true;
 }
 
 static void loads_free(struct pl_links *l)
 {
 	free(l->gpu);
-	for (int p = 0; p < PORTS; p++)
-		free(l->port[p]);
-	for (int p = 0; p < NICS; p++)
-		free(l->nic[p]);
-	for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
-		free(l->up[v]);
-		free(l->down[v]);
+	free(l->load);
+	for (unsigned v = 0; v < UPLINK_LEVELS; v++)
 		free(l->gpus[v]);
-	}
 }
 
 static int loads_init(struct pl_links *l, const struct pl_alloc *a, const uint32_t *rank_node)
 {
-	size_t gpus = a->n_nodes * a->gpn;
 	uint32_t *taken;
 
 	*l = (struct pl_links){ .a = a };
+	l->nic0 = a->n_nodes * a->gpn * PORTS;
+	l->up0[0] = l->nic0 + a->n_nodes * NICS;
+	l->up0[1] = l->up0[0] + a->n_units[PHX_LEVEL_LEAF] * DIRS;
+	l->n_links = l->up0[1] + a->n_units[PHX_LEVEL_SPINE] * DIRS;
 	l->gpu = malloc(a->world * sizeof(*l->gpu));
+	l->load = calloc(l->n_links, sizeof(*l->load));
 	taken = calloc(a->n_nodes, sizeof(*taken));
-	for (int p = 0; p < PORTS; p++) {
-		l->port[p] = calloc(gpus, sizeof(*l->port[p]));
-		if (!l->port[p])
-			goto fail;
-	}
-	for (int p = 0; p < NICS; p++) {
-		l->nic[p] = calloc(a->n_nodes, sizeof(*l->nic[p]));
-		if (!l->nic[p])
-			goto fail;
-	}
 	for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
-		size_t n = a->n_units[PHX_LEVEL_LEAF + v];
-
-		l->up[v] = calloc(n, sizeof(*l->up[v]));
-		l->down[v] = calloc(n, sizeof(*l->down[v]));
-		l->gpus[v] = calloc(n, sizeof(*l->gpus[v]));
-		if (!l->up[v] || !l->down[v] || !l->gpus[v])
+		l->gpus[v] = calloc(a->n_units[PHX_LEVEL_LEAF + v], sizeof(*l->gpus[v]));
+		if (!l->gpus[v])
 			goto fail;
 	}
-	if (!l->gpu || !taken)
+	if (!l->gpu || !l->load || !taken)
 		goto fail;
 	phx_pl_gpu_of_ranks(a, rank_node, taken, l->gpu);
 	/* Every node of the allocation: a map may use spares (host-name order does). */
@@ -330,10 +382,19 @@ int phx_pl_links(const struct pl_alloc *a, const uint32_t *rank_node, struct pl_
 
 /* ---------------------------------------------------------------- trades */
 
+/* The flows between rank r and q both ways; q's to r only if q is not moving (it adds its own). */
+static void both_ways(struct pl_links *l, unsigned long r, unsigned long q, uint64_t part)
+{
+	add_flow(l, l->gpu[r], l->gpu[q], part);
+	if (!l->moving[q])
+		add_flow(l, l->gpu[q], l->gpu[r], part);
+}
+
 /*
  * Every flow rank r sends, and every flow it receives from a rank that is
  * not moving, added (sign 1) or taken off (sign -1: unsigned sums wrap back
- * exactly).
+ * exactly). Ring and pipeline partners are found directly: a trade prices
+ * thousands of them.
  */
 static void rank_flows(struct pl_links *l, unsigned long r, int sign)
 {
@@ -341,25 +402,29 @@ static void rank_flows(struct pl_links *l, unsigned long r, int sign)
 
 	for (int d = 0; d < PHX_DIM_COUNT; d++) {
 		unsigned long st = phx_layout_stride(lay, (enum phx_dim)d), size = lay->size[d];
-		unsigned long i = r / st % size, base = r - i * st;
+		unsigned long i = r / st % size, base = r - i * st, q;
 		uint64_t part = phx_pl_flow_kib(l->a, (enum phx_dim)d);
 
 		if (size < 2 || !l->a->traffic[d])
 			continue;
 		part = sign > 0 ? part : (uint64_t)0 - part;
-		for (unsigned long j = 0; j < size; j++) {
-			unsigned long q = base + j * st;
-			bool to, from;
-
-			if (d == PHX_DIM_EP)
-				to = from = j != i;
-			else if (d == PHX_DIM_PP)
-				to = from = j + 1 == i || j == i + 1;
-			else
-				to = j == (i + 1) % size, from = (j + 1) % size == i;
-			if (to)
-				add_flow(l, l->gpu[r], l->gpu[q], part);
-			if (from && !l->moving[q])
+		switch (d) {
+		case PHX_DIM_EP:
+			for (unsigned long j = 0; j < size; j++) {
+				if (j != i)
+					both_ways(l, r, base + j * st, part);
+			}
+			break;
+		case PHX_DIM_PP:
+			if (i > 0)
+				both_ways(l, r, base + (i - 1) * st, part);
+			if (i + 1 < size)
+				both_ways(l, r, base + (i + 1) * st, part);
+			break;
+		default: /* a ring: r sends to the next, receives from the one before */
+			add_flow(l, l->gpu[r], l->gpu[base + (i + 1) % size * st], part);
+			q = base + (i + size - 1) % size * st;
+			if (!l->moving[q])
 				add_flow(l, l->gpu[q], l->gpu[r], part);
 		}
 	}
@@ -396,9 +461,33 @@ struct pl_links *phx_pl_links_open(const struct pl_alloc *a, uint32_t *rank_node
 	return l;
 }
 
-void phx_pl_links_worst(const struct pl_links *l, struct pl_worst *w)
+void phx_pl_links_worst(struct pl_links *l, struct pl_worst *w)
 {
 	busiest(l, w);
+}
+
+static void set_moving(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len,
+		       bool moving)
+{
+	for (size_t k = 0; k < len; k++) {
+		for (int side = 0; side < 2; side++) {
+			uint32_t n = side ? ys[k] : xs[k];
+
+			for (unsigned i = 0; i < l->node_used[n]; i++)
+				l->moving[l->by_node[l->node_first[n] + i]] = moving;
+		}
+	}
+}
+
+static void trade_flows(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len,
+			int sign)
+{
+	for (size_t k = 0; k < len; k++) {
+		for (unsigned i = 0; i < l->node_used[xs[k]]; i++)
+			rank_flows(l, l->by_node[l->node_first[xs[k]] + i], sign);
+		for (unsigned i = 0; i < l->node_used[ys[k]]; i++)
+			rank_flows(l, l->by_node[l->node_first[ys[k]] + i], sign);
+	}
 }
 
 /* The ranks of node n (they keep their place among its GPUs) onto node m. */
@@ -412,57 +501,145 @@ static void move_ranks(struct pl_links *l, uint32_t n, uint32_t m, unsigned long
 	}
 }
 
-void phx_pl_links_trade(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len)
+static void swap_places(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len)
 {
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t k = 0; k < len; k++) {
-			for (int side = 0; side < 2; side++) {
-				uint32_t n = side ? ys[k] : xs[k];
+	for (size_t k = 0; k < len; k++) {
+		unsigned long fx = l->node_first[xs[k]], fy = l->node_first[ys[k]];
 
-				for (unsigned i = 0; i < l->node_used[n]; i++)
-					l->moving[l->by_node[l->node_first[n] + i]] = !pass;
-			}
-		}
-		if (pass)
-			break;
-		/* Off with the old places, on with the new. */
-		for (size_t k = 0; k < len; k++) {
-			for (unsigned i = 0; i < l->node_used[xs[k]]; i++)
-				rank_flows(l, l->by_node[l->node_first[xs[k]] + i], -1);
-			for (unsigned i = 0; i < l->node_used[ys[k]]; i++)
-				rank_flows(l, l->by_node[l->node_first[ys[k]] + i], -1);
-		}
-		for (size_t k = 0; k < len; k++) {
-			unsigned long fx = l->node_first[xs[k]], fy = l->node_first[ys[k]];
-
-			move_ranks(l, xs[k], ys[k], fx);
-			move_ranks(l, ys[k], xs[k], fy);
-			/* Node x's ranks are now listed where y's were, and back. */
-			l->node_first[xs[k]] = fy;
-			l->node_first[ys[k]] = fx;
-		}
-		for (size_t k = 0; k < len; k++) {
-			for (unsigned i = 0; i < l->node_used[xs[k]]; i++)
-				rank_flows(l, l->by_node[l->node_first[xs[k]] + i], 1);
-			for (unsigned i = 0; i < l->node_used[ys[k]]; i++)
-				rank_flows(l, l->by_node[l->node_first[ys[k]] + i], 1);
-		}
+		move_ranks(l, xs[k], ys[k], fx);
+		move_ranks(l, ys[k], xs[k], fy);
+		/* Node x's ranks are now listed where y's were, and back. */
+		l->node_first[xs[k]] = fy;
+		l->node_first[ys[k]] = fx;
 	}
 }
 
+void phx_pl_links_trade(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len)
+{
+	set_moving(l, xs, ys, len, true);
+	/* Off with the old places, on with the new. */
+	trade_flows(l, xs, ys, len, -1);
+	swap_places(l, xs, ys, len);
+	trade_flows(l, xs, ys, len, 1);
+	set_moving(l, xs, ys, len, false);
+	l->now_known = false;
+}
+
+/*
+ * The busiest link after a trade, from the links it touched: the others
+ * kept their loads, and was (the first link at) its time before. False
+ * where that cannot tell: the busiest link before got less and no touched
+ * link is sure to be the first as busy now. Its sum of squares comes out
+ * as a scan's up to rounding.
+ */
+static bool priced(const struct pl_links *l, size_t was_link, struct pl_worst *now,
+		   size_t *now_link)
+{
+	const struct pl_worst *was = &l->now;
+	double top = was->t * 1024, best = 0, dsq = 0;
+	unsigned left = was->tied, tied = 0;
+	size_t at = l->n_links;
+	bool lost = false;
+
+	for (size_t i = 0; i < l->n_touched; i++) {
+		size_t k = l->touched[i].link;
+		double t0 = link_time(l, k, l->touched[i].kib), t1 = link_time(l, k, l->load[k]);
+
+		dsq += t1 * t1 - t0 * t0;
+		left -= t0 == top && t0 > 0;
+		lost = lost || (k == was_link && t1 != top);
+		if (t1 > best) {
+			best = t1;
+			at = k;
+			tied = 1;
+		} else if (t1 == best && t1 > 0) {
+			tied++;
+			at = k < at ? k : at;
+		}
+	}
+	if (top == 0)
+		return false;
+	if (best > top) {
+		*now_link = at;
+	} else {
+		/* Untouched links as busy as before lie at was_link or after it. */
+		bool at_top = best == top;
+
+		if (!lost)
+			*now_link = at_top && at < was_link ? at : was_link;
+		else if (at_top && (at < was_link || !left))
+			*now_link = at;
+		else
+			return false;
+		best = top;
+		tied = left + (at_top ? tied : 0);
+	}
+	*now = (struct pl_worst){ .t = best, .sq = was->sq * 1024.0 * 1024.0 + dsq, .tied = tied };
+	name_link(l, *now_link, now);
+	to_ns(now);
+	return true;
+}
+
+static void forget_touched(struct pl_links *l)
+{
+	for (size_t i = 0; i < l->n_touched; i++)
+		l->is_touched[l->touched[i].link] = false;
+	l->n_touched = 0;
+	l->is_touched = NULL;
+}
+
+/* The trade undone from the loads it touched. */
+static void undo(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len)
+{
+	for (size_t i = 0; i < l->n_touched; i++)
+		l->load[l->touched[i].link] = l->touched[i].kib;
+	swap_places(l, xs, ys, len);
+}
+
+/*
+ * A trade touches a few hundred links of thousands: priced from those
+ * (priced()), undone from their loads before. Without room for that list,
+ * by a scan of every link and the trade made again.
+ */
 bool phx_pl_links_trade_if(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len,
 			   bool (*better)(const struct pl_worst *now, const struct pl_worst *was),
 			   struct pl_worst *w)
 {
-	struct pl_worst now;
+	struct pl_worst now, was;
+	size_t was_link, now_link;
 
+	if (!l->touched) {
+		l->touched = malloc(l->n_links * sizeof(*l->touched));
+		l->mark = calloc(l->n_links, sizeof(*l->mark));
+	}
+	if (!l->now_known)
+		busiest(l, &was);
+	was = l->now;
+	was_link = l->now_link;
+	l->is_touched = l->touched && l->mark ? l->mark : NULL;
 	phx_pl_links_trade(l, xs, ys, len);
-	busiest(l, &now);
+	if (!l->is_touched || !priced(l, was_link, &now, &now_link)) {
+		busiest(l, &now);
+		now_link = l->now_link;
+	}
 	if (better(&now, w)) {
 		*w = now;
+		l->now = now;
+		l->now_link = now_link;
+		l->now_known = true;
+		if (l->is_touched)
+			forget_touched(l);
 		return true;
 	}
-	phx_pl_links_trade(l, xs, ys, len);
+	if (l->is_touched) {
+		undo(l, xs, ys, len);
+		forget_touched(l);
+	} else {
+		phx_pl_links_trade(l, xs, ys, len);
+	}
+	l->now = was;
+	l->now_link = was_link;
+	l->now_known = true;
 	return false;
 }
 
@@ -475,6 +652,8 @@ void phx_pl_links_close(struct pl_links *l)
 	free(l->node_first);
 	free(l->node_used);
 	free(l->moving);
+	free(l->touched);
+	free(l->mark);
 	free(l);
 }
 

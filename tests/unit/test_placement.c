@@ -670,7 +670,7 @@ static void test_bound_against_maps(void **state)
 			fail_msg("round %d: plan %llu below the bound %llu", round,
 				 (unsigned long long)plan->cost.total,
 				 (unsigned long long)lower_bound_of(plan));
-		for (int k = 0; k < 60; k++) {
+		for (int k = 0; k < 120; k++) {
 			uint64_t c;
 
 			memcpy(map, plan->rank_node, plan->world * sizeof(*map));
@@ -1458,10 +1458,70 @@ static void big_map_close(struct big_map *m)
 	free_scenario(&m->s);
 }
 
+/* Picks up to len pairs of distinct nodes of the plan holding as many ranks each. */
+static size_t pick_pairs(const struct phx_plan *plan, const uint32_t *map, uint32_t *xs,
+			 uint32_t *ys, size_t len)
+{
+	size_t n = plan->n_nodes, got = 0;
+
+	for (int tries = 0; tries < 200 && got < len; tries++) {
+		uint32_t x = (uint32_t)(rng() % n), y = (uint32_t)(rng() % n);
+		unsigned cx = 0, cy = 0;
+		bool seen = x == y;
+
+		for (size_t i = 0; i < got; i++)
+			seen = seen || xs[i] == x || xs[i] == y || ys[i] == x || ys[i] == y;
+		for (unsigned long r = 0; r < plan->world; r++) {
+			cx += map[r] == x;
+			cy += map[r] == y;
+		}
+		if (seen || cx != cy)
+			continue;
+		xs[got] = x;
+		ys[got] = y;
+		got++;
+	}
+	return got;
+}
+
+/*
+ * The link model's busiest link of map counted afresh is got; sums of
+ * squares up to the rounding the spreading pass allows for.
+ */
+static void assert_fresh_worst(const struct pl_alloc *a, const uint32_t *map,
+			       const struct pl_worst *got, int round, int k)
+{
+	struct pl_worst fresh;
+
+	assert_int_equal(phx_pl_links(a, map, &fresh), 0);
+	if (got->t != fresh.t || got->tied != fresh.tied || got->kind != fresh.kind ||
+	    got->where != fresh.where || fabs(got->sq - fresh.sq) > 1e-9 * fresh.sq)
+		fail_msg("round %d, trade %d: kept %.0f ns (%u links, kind %d at %u, sq %.17g), "
+			 "fresh %.0f ns (%u links, kind %d at %u, sq %.17g)",
+			 round, k, got->t, got->tied, got->kind, got->where, got->sq, fresh.t,
+			 fresh.tied, fresh.kind, fresh.where, fresh.sq);
+}
+
+static bool take_any(const struct pl_worst *now, const struct pl_worst *was)
+{
+	(void)now;
+	(void)was;
+	return true;
+}
+
+static bool take_none(const struct pl_worst *now, const struct pl_worst *was)
+{
+	(void)now;
+	(void)was;
+	return false;
+}
+
 /*
  * Trades of whole nodes update the link model's loads flow by flow: after
  * each, the busiest link, its time and how many links share it are what a
- * fresh count of the whole map gives, and the same trade undoes it.
+ * fresh count of the whole map gives, and the same trade undoes it. Trades
+ * priced from the links they touched (phx_pl_links_trade_if(), kept or
+ * undone at random, many in a row) give what a fresh count gives too.
  */
 static void test_link_trades(void **state)
 {
@@ -1469,44 +1529,38 @@ static void test_link_trades(void **state)
 		struct big_map m;
 		const struct phx_plan *plan;
 		struct pl_links *links;
+		struct pl_worst last;
 		uint32_t *map, *before;
-		size_t n;
 
 		big_map_open(&m);
 		plan = m.plan;
 		map = m.map;
-		n = plan->n_nodes;
 		before = malloc(plan->world * sizeof(*before));
 		assert_non_null(before);
 		if (round % 2)
 			shuffle_map(map, plan->world);
 		links = phx_pl_links_open(&m.alloc, map);
 		assert_non_null(links);
-		for (int k = 0; k < 12; k++) {
+		for (int k = 0; k < 120; k++) {
 			uint32_t xs[3], ys[3];
-			struct pl_worst kept, fresh;
-			size_t len = 1 + rng() % 3, got = 0;
+			struct pl_worst kept = { 0 };
+			size_t got = pick_pairs(plan, map, xs, ys, 1 + rng() % 3);
+			bool take = rng() % 2;
 
-			/* Distinct nodes, each pair holding as many ranks. */
-			for (int tries = 0; tries < 200 && got < len; tries++) {
-				uint32_t x = (uint32_t)(rng() % n), y = (uint32_t)(rng() % n);
-				unsigned cx = 0, cy = 0;
-				bool seen = x == y;
-
-				for (size_t i = 0; i < got; i++)
-					seen = seen || xs[i] == x || xs[i] == y || ys[i] == x ||
-					       ys[i] == y;
-				for (unsigned long r = 0; r < plan->world; r++) {
-					cx += map[r] == x;
-					cy += map[r] == y;
-				}
-				if (seen || cx != cy)
-					continue;
-				xs[got] = x;
-				ys[got] = y;
-				got++;
-			}
 			memcpy(before, map, plan->world * sizeof(*map));
+			if (k >= 12) {
+				assert_int_equal(phx_pl_links_trade_if(links, xs, ys, got,
+								       take ? take_any : take_none,
+								       &kept),
+						 take);
+				if (!take) {
+					assert_memory_equal(map, before,
+							    plan->world * sizeof(*map));
+					continue;
+				}
+				assert_fresh_worst(&m.alloc, map, &kept, round, k);
+				continue;
+			}
 			phx_pl_links_trade(links, xs, ys, got);
 			for (unsigned long r = 0; r < plan->world; r++) {
 				uint32_t want = before[r];
@@ -1518,18 +1572,15 @@ static void test_link_trades(void **state)
 				assert_int_equal(map[r], want);
 			}
 			phx_pl_links_worst(links, &kept);
-			assert_int_equal(phx_pl_links(&m.alloc, map, &fresh), 0);
-			if (kept.t != fresh.t || kept.tied != fresh.tied || kept.sq != fresh.sq ||
-			    kept.kind != fresh.kind || kept.where != fresh.where)
-				fail_msg("round %d, trade %d: kept %.0f ns (%u links), fresh %.0f "
-					 "ns "
-					 "(%u links)",
-					 round, k, kept.t, kept.tied, fresh.t, fresh.tied);
+			assert_fresh_worst(&m.alloc, map, &kept, round, k);
 			if (k % 3 == 2) {
 				phx_pl_links_trade(links, xs, ys, got);
 				assert_memory_equal(map, before, plan->world * sizeof(*map));
 			}
 		}
+		/* After trades kept and undone, the loads are still the map's. */
+		phx_pl_links_worst(links, &last);
+		assert_fresh_worst(&m.alloc, map, &last, round, 120);
 		phx_pl_links_close(links);
 		free(before);
 		big_map_close(&m);
