@@ -114,6 +114,7 @@ struct pl_links;
 struct pl_worst {
 	double t; /* ns */
 	double sq; /* the sum of every link's time squared (ns^2): how spread the load is */
+	double up; /* the busiest leaf or spine uplink's time, ns */
 	enum pl_link kind;
 	uint32_t where; /* GPU (node * gpn + k), node, leaf or spine unit */
 	unsigned tied;
@@ -134,6 +135,15 @@ void phx_pl_links_trade(struct pl_links *l, const uint32_t *xs, const uint32_t *
 bool phx_pl_links_trade_if(struct pl_links *l, const uint32_t *xs, const uint32_t *ys, size_t len,
 			   bool (*better)(const struct pl_worst *now, const struct pl_worst *was),
 			   struct pl_worst *w);
+/*
+ * An uplink this close to the busiest link's time counts as as busy: the
+ * levels' times come out of different sums, and a flow crossing it and a
+ * NIC about as busy moves at its share of one, leaving the other idle part
+ * of the time.
+ */
+#define PL_HOT_UPLINK (1 - 1e-3)
+/* Is an uplink above node (its leaf's, its spine's) as busy as the busiest link? */
+bool phx_pl_links_uplink_busiest(struct pl_links *l, uint32_t node);
 void phx_pl_links_close(struct pl_links *l);
 /*
  * Trades nodes so that pipeline ends sit under the busiest links, until the

@@ -294,12 +294,26 @@ static void to_ns(struct pl_worst *w)
 {
 	w->t /= 1024; /* KiB x ns per MiB */
 	w->sq /= 1024.0 * 1024.0;
+	w->up /= 1024;
+}
+
+/* The busiest uplink's time, ns x 1024: there are few. */
+static double uplinks_top(const struct pl_links *l)
+{
+	double up = 0;
+
+	for (size_t k = l->up0[0]; k < l->n_links; k++) {
+		double t = l->load[k] ? link_time(l, k, l->load[k]) : 0;
+
+		up = t > up ? t : up;
+	}
+	return up;
 }
 
 /* The busiest link, the first in the scan of those as busy, kept in l->now. */
 static void busiest(struct pl_links *l, struct pl_worst *w)
 {
-	double top = 0, sq = 0;
+	double top = 0, sq = 0, up = 0;
 	size_t at = 0;
 	unsigned tied = 0;
 
@@ -310,6 +324,8 @@ static void busiest(struct pl_links *l, struct pl_worst *w)
 			continue;
 		t = link_time(l, k, l->load[k]);
 		sq += t * t;
+		if (k >= l->up0[0] && t > up)
+			up = t;
 		/* Times are sums of the same terms: equal ones come out equal. */
 		if (t > top) {
 			top = t;
@@ -319,7 +335,7 @@ static void busiest(struct pl_links *l, struct pl_worst *w)
 			tied++;
 		}
 	}
-	*w = (struct pl_worst){ .t = top, .sq = sq, .tied = tied };
+	*w = (struct pl_worst){ .t = top, .sq = sq, .up = up, .tied = tied };
 	name_link(l, at, w);
 	to_ns(w);
 	l->now = *w;
@@ -574,7 +590,9 @@ static bool priced(const struct pl_links *l, size_t was_link, struct pl_worst *n
 		best = top;
 		tied = left + (at_top ? tied : 0);
 	}
-	*now = (struct pl_worst){ .t = best, .sq = was->sq * 1024.0 * 1024.0 + dsq, .tied = tied };
+	*now = (struct pl_worst){
+		.t = best, .sq = was->sq * 1024.0 * 1024.0 + dsq, .up = uplinks_top(l), .tied = tied
+	};
 	name_link(l, *now_link, now);
 	to_ns(now);
 	return true;
@@ -640,6 +658,29 @@ bool phx_pl_links_trade_if(struct pl_links *l, const uint32_t *xs, const uint32_
 	l->now = was;
 	l->now_link = was_link;
 	l->now_known = true;
+	return false;
+}
+
+bool phx_pl_links_uplink_busiest(struct pl_links *l, uint32_t node)
+{
+	double top;
+
+	if (!l->now_known) {
+		struct pl_worst w;
+
+		busiest(l, &w);
+	}
+	top = l->now.t * 1024;
+	for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
+		uint32_t u = l->a->unit[node][PHX_LEVEL_LEAF + v];
+
+		for (int dir = 0; dir < DIRS; dir++) {
+			size_t k = uplink(l, v, u, (enum updown)dir);
+
+			if (l->load[k] && link_time(l, k, l->load[k]) >= top * PL_HOT_UPLINK)
+				return true;
+		}
+	}
 	return false;
 }
 
