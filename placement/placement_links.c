@@ -47,6 +47,7 @@ struct pl_touch {
 struct pl_links {
 	const struct pl_alloc *a;
 	uint32_t *gpu; /* per rank: node * gpn + its place among the node's ranks */
+	int gpn_shift; /* gpn = 1 << gpn_shift, or -1 */
 	uint64_t *load; /* per link, KiB */
 	size_t nic0, up0[UPLINK_LEVELS], n_links; /* where each kind of link starts */
 	uint32_t *gpus[UPLINK_LEVELS]; /* the allocation's GPUs under each leaf, spine */
@@ -83,7 +84,16 @@ static size_t uplink(const struct pl_links *l, unsigned v, uint32_t unit, enum u
 	return l->up0[v] + (size_t)unit * DIRS + dir;
 }
 
-static void bump(struct pl_links *l, size_t link, uint64_t kib)
+/*
+ * A GPU's node: a shift where GPUs per node are a power of two, as they
+ * are (a division costs more than the rest of a flow).
+ */
+static inline uint32_t node_of(const struct pl_links *l, uint32_t gpu)
+{
+	return l->gpn_shift >= 0 ? gpu >> l->gpn_shift : gpu / l->a->gpn;
+}
+
+static inline void bump(struct pl_links *l, size_t link, uint64_t kib)
 {
 	if (l->is_touched && !l->is_touched[link]) {
 		l->is_touched[link] = true;
@@ -95,15 +105,16 @@ static void bump(struct pl_links *l, size_t link, uint64_t kib)
 
 static void add_flow(struct pl_links *l, uint32_t src, uint32_t dst, uint64_t kib)
 {
-	const uint32_t *u0 = l->a->unit[src / l->a->gpn], *u1 = l->a->unit[dst / l->a->gpn];
+	uint32_t n0 = node_of(l, src), n1 = node_of(l, dst);
+	const uint32_t *u0 = l->a->unit[n0], *u1 = l->a->unit[n1];
 
 	if (u0[PHX_LEVEL_NVLINK] == u1[PHX_LEVEL_NVLINK]) {
 		bump(l, port_link(src, NVL_OUT), kib);
 		bump(l, port_link(dst, NVL_IN), kib);
 		return;
 	}
-	bump(l, nic_link(l, src / l->a->gpn, NIC_OUT), kib);
-	bump(l, nic_link(l, dst / l->a->gpn, NIC_IN), kib);
+	bump(l, nic_link(l, n0, NIC_OUT), kib);
+	bump(l, nic_link(l, n1, NIC_IN), kib);
 	for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
 		uint32_t from = u0[PHX_LEVEL_LEAF + v], to = u1[PHX_LEVEL_LEAF + v];
 
@@ -156,7 +167,7 @@ static void add_all_to_all(struct pl_links *l, unsigned long r0, unsigned long s
 	bool one_unit = true;
 
 	for (unsigned long i = 0; i < size; i++) {
-		memcpy(unit[i], a->unit[l->gpu[r0 + i * stride] / a->gpn], sizeof(unit[i]));
+		memcpy(unit[i], a->unit[node_of(l, l->gpu[r0 + i * stride])], sizeof(unit[i]));
 		one_unit = one_unit && unit[i][PHX_LEVEL_NVLINK] == unit[0][PHX_LEVEL_NVLINK];
 	}
 	for (unsigned long i = 0; one_unit && i < size; i++) {
@@ -174,8 +185,8 @@ static void add_all_to_all(struct pl_links *l, unsigned long r0, unsigned long s
 		/* Members in its NVLink unit over NVLink, the rest through its NIC. */
 		bump(l, port_link(g, NVL_OUT), kib * (same[PHX_LEVEL_NVLINK] - 1));
 		bump(l, port_link(g, NVL_IN), kib * (same[PHX_LEVEL_NVLINK] - 1));
-		bump(l, nic_link(l, g / a->gpn, NIC_OUT), kib * (size - same[PHX_LEVEL_NVLINK]));
-		bump(l, nic_link(l, g / a->gpn, NIC_IN), kib * (size - same[PHX_LEVEL_NVLINK]));
+		bump(l, nic_link(l, node_of(l, g), NIC_OUT), kib * (size - same[PHX_LEVEL_NVLINK]));
+		bump(l, nic_link(l, node_of(l, g), NIC_IN), kib * (size - same[PHX_LEVEL_NVLINK]));
 		for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
 			uint64_t out = size - same[PHX_LEVEL_LEAF + v];
 
@@ -199,7 +210,8 @@ static void add_group(const struct pl_alloc *a, const uint32_t *gpu,
 		uint32_t src = gpu[r0 + i * stride];
 
 		if (d != PHX_DIM_EP) {
-			sink->flow(sink->ctx, src, gpu[r0 + (i + 1) % size * stride], kib);
+			sink->flow(sink->ctx, src, gpu[r0 + (i + 1 < size ? i + 1 : 0) * stride],
+				   kib);
 			continue;
 		}
 		for (unsigned long j = 0; j < size; j++) {
@@ -355,7 +367,9 @@ static int loads_init(struct pl_links *l, const struct pl_alloc *a, const uint32
 {
 	uint32_t *taken;
 
-	*l = (struct pl_links){ .a = a };
+	*l = (struct pl_links){ .a = a, .gpn_shift = -1 };
+	if (a->gpn && !(a->gpn & (a->gpn - 1)))
+		l->gpn_shift = __builtin_ctz(a->gpn);
 	l->nic0 = a->n_nodes * a->gpn * PORTS;
 	l->up0[0] = l->nic0 + a->n_nodes * NICS;
 	l->up0[1] = l->up0[0] + a->n_units[PHX_LEVEL_LEAF] * DIRS;
