@@ -269,7 +269,7 @@ static void add_step(struct pl_links *l)
 				  .flow = sink_flow, .all_to_all = sink_all_to_all, .ctx = l });
 }
 
-/* Link k's time with kib on it, ns x 1024; its kind and where it is. */
+/* Link k's time with kib on it, ns x 1024. */
 static double link_time(const struct pl_links *l, size_t k, uint64_t kib)
 {
 	const struct pl_alloc *a = l->a;
@@ -284,6 +284,7 @@ static double link_time(const struct pl_links *l, size_t k, uint64_t kib)
 	       (double)l->gpus[v][(k - l->up0[v]) / DIRS];
 }
 
+/* Link k's kind and where it is. */
 static void name_link(const struct pl_links *l, size_t k, struct pl_worst *w)
 {
 	if (k < l->nic0) {
