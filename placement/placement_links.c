@@ -323,12 +323,29 @@ static double uplinks_top(const struct pl_links *l)
 	return up;
 }
 
+/* The busiest of the links considered: its time, the first (lowest index), how many. */
+struct top {
+	double t;
+	size_t at;
+	unsigned tied;
+};
+
+static void consider(struct top *top, double t, size_t k)
+{
+	/* Times are sums of the same terms: equal ones come out equal. */
+	if (t > top->t) {
+		*top = (struct top){ .t = t, .at = k, .tied = 1 };
+	} else if (t == top->t && t > 0) {
+		top->tied++;
+		top->at = k < top->at ? k : top->at;
+	}
+}
+
 /* The busiest link, the first in the scan of those as busy, kept in l->now. */
 static void busiest(struct pl_links *l, struct pl_worst *w)
 {
-	double top = 0, sq = 0, up = 0;
-	size_t at = 0;
-	unsigned tied = 0;
+	struct top top = { .at = 0 };
+	double sq = 0, up = 0;
 
 	for (size_t k = 0; k < l->n_links; k++) {
 		double t;
@@ -339,20 +356,13 @@ static void busiest(struct pl_links *l, struct pl_worst *w)
 		sq += t * t;
 		if (k >= l->up0[0] && t > up)
 			up = t;
-		/* Times are sums of the same terms: equal ones come out equal. */
-		if (t > top) {
-			top = t;
-			at = k;
-			tied = 1;
-		} else if (t == top && t > 0) {
-			tied++;
-		}
+		consider(&top, t, k);
 	}
-	*w = (struct pl_worst){ .t = top, .sq = sq, .up = up, .tied = tied };
-	name_link(l, at, w);
+	*w = (struct pl_worst){ .t = top.t, .sq = sq, .up = up, .tied = top.tied };
+	name_link(l, top.at, w);
 	to_ns(w);
 	l->now = *w;
-	l->now_link = at;
+	l->now_link = top.at;
 	l->now_known = true;
 }
 
@@ -567,9 +577,9 @@ static bool priced(const struct pl_links *l, size_t was_link, struct pl_worst *n
 		   size_t *now_link)
 {
 	const struct pl_worst *was = &l->now;
-	double top = was->t * 1024, best = 0, dsq = 0;
-	unsigned left = was->tied, tied = 0;
-	size_t at = l->n_links;
+	double top = was->t * 1024, dsq = 0;
+	struct top now_top = { .at = l->n_links };
+	unsigned left = was->tied;
 	bool lost = false;
 
 	for (size_t i = 0; i < l->n_touched; i++) {
@@ -579,35 +589,29 @@ static bool priced(const struct pl_links *l, size_t was_link, struct pl_worst *n
 		dsq += t1 * t1 - t0 * t0;
 		left -= t0 == top && t0 > 0;
 		lost = lost || (k == was_link && t1 != top);
-		if (t1 > best) {
-			best = t1;
-			at = k;
-			tied = 1;
-		} else if (t1 == best && t1 > 0) {
-			tied++;
-			at = k < at ? k : at;
-		}
+		consider(&now_top, t1, k);
 	}
 	if (top == 0)
 		return false;
-	if (best > top) {
-		*now_link = at;
+	if (now_top.t > top) {
+		*now_link = now_top.at;
 	} else {
 		/* Untouched links as busy as before lie at was_link or after it. */
-		bool at_top = best == top;
+		bool at_top = now_top.t == top;
 
 		if (!lost)
-			*now_link = at_top && at < was_link ? at : was_link;
-		else if (at_top && (at < was_link || !left))
-			*now_link = at;
+			*now_link = at_top && now_top.at < was_link ? now_top.at : was_link;
+		else if (at_top && (now_top.at < was_link || !left))
+			*now_link = now_top.at;
 		else
 			return false;
-		best = top;
-		tied = left + (at_top ? tied : 0);
+		now_top.tied = left + (at_top ? now_top.tied : 0);
+		now_top.t = top;
 	}
-	*now = (struct pl_worst){
-		.t = best, .sq = was->sq * 1024.0 * 1024.0 + dsq, .up = uplinks_top(l), .tied = tied
-	};
+	*now = (struct pl_worst){ .t = now_top.t,
+				  .sq = was->sq * 1024.0 * 1024.0 + dsq,
+				  .up = uplinks_top(l),
+				  .tied = now_top.tied };
 	name_link(l, *now_link, now);
 	to_ns(now);
 	return true;
