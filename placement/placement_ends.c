@@ -46,6 +46,8 @@ struct ends {
 	bool *tried; /* per cell: no trade of it helped */
 	bool *far_tried; /* per cell: no trade for its neighbours helped */
 	uint32_t *order; /* nodes of clean cells, by cell then lowest rank */
+	uint32_t *cell_at; /* per cell: where its nodes go in order */
+	uint32_t *rank_cell; /* per rank: its cell */
 	size_t n_order;
 	unsigned long *leaf_gpus; /* per leaf unit */
 	unsigned long evals, max_evals;
@@ -78,14 +80,31 @@ static bool end_stage(const struct pl_alloc *a, uint64_t cell)
 	return stage == 0 || stage + 1 == a->layout->size[PHX_DIM_PP];
 }
 
-static int by_cell(const void *x, const void *y, void *ctx)
+static bool clean(const struct ends *e, uint32_t n)
 {
-	uint32_t i = *(const uint32_t *)x, j = *(const uint32_t *)y;
-	const struct ends *e = ctx;
+	return e->cell[n] < MIXED_CELL && !e->dirty[e->cell[n]];
+}
 
-	if (e->cell[i] != e->cell[j])
-		return e->cell[i] < e->cell[j] ? -1 : 1;
-	return e->first[i] < e->first[j] ? -1 : e->first[i] > e->first[j];
+/* The nodes of clean cells by cell, then lowest rank: counted per cell, filled in rank order. */
+static void order_clean(struct ends *e)
+{
+	const struct pl_alloc *a = e->a;
+	uint32_t *at = e->cell_at;
+
+	memset(at, 0, (a->world + 1) * sizeof(*at));
+	for (size_t n = 0; n < a->n_nodes; n++) {
+		if (clean(e, (uint32_t)n))
+			at[e->cell[n] + 1]++;
+	}
+	for (unsigned long c = 0; c < a->world; c++)
+		at[c + 1] += at[c];
+	e->n_order = at[a->world];
+	for (unsigned long r = 0; r < a->world; r++) {
+		uint32_t n = e->rank_node[r];
+
+		if (e->first[n] == r && clean(e, n))
+			e->order[at[e->cell[n]]++] = n;
+	}
 }
 
 static void classify(struct ends *e)
@@ -99,7 +118,7 @@ static void classify(struct ends *e)
 	memset(e->dirty, 0, a->world * sizeof(*e->dirty));
 	for (unsigned long r = 0; r < a->world; r++) {
 		uint32_t n = e->rank_node[r];
-		uint64_t c = cell_of(a, r);
+		uint64_t c = e->rank_cell[r];
 
 		if (!e->used[n]++) {
 			e->cell[n] = c;
@@ -110,14 +129,9 @@ static void classify(struct ends *e)
 	}
 	for (unsigned long r = 0; r < a->world; r++) {
 		if (e->cell[e->rank_node[r]] == MIXED_CELL)
-			e->dirty[cell_of(a, r)] = true;
+			e->dirty[e->rank_cell[r]] = true;
 	}
-	e->n_order = 0;
-	for (size_t n = 0; n < a->n_nodes; n++) {
-		if (e->cell[n] < MIXED_CELL && !e->dirty[e->cell[n]])
-			e->order[e->n_order++] = (uint32_t)n;
-	}
-	qsort_r(e->order, e->n_order, sizeof(*e->order), by_cell, e);
+	order_clean(e);
 }
 
 static bool under(const struct pl_alloc *a, const struct pl_worst *w, size_t n)
@@ -874,10 +888,14 @@ long phx_pl_ends(const struct pl_alloc *a, uint32_t *rank_node, uint64_t bound_n
 	e.dirty = calloc(a->world, sizeof(*e.dirty));
 	e.tried = calloc(a->world, sizeof(*e.tried));
 	e.far_tried = calloc(a->world, sizeof(*e.far_tried));
+	e.cell_at = calloc(a->world + 1, sizeof(*e.cell_at));
+	e.rank_cell = calloc(a->world, sizeof(*e.rank_cell));
 	e.leaf_gpus = phx_pl_unit_gpus(a, PHX_LEVEL_LEAF);
 	if (!e.cell || !e.first || !e.used || !e.order || !e.dirty || !e.tried || !e.far_tried ||
-	    !e.leaf_gpus)
+	    !e.cell_at || !e.rank_cell || !e.leaf_gpus)
 		goto out;
+	for (unsigned long r = 0; r < a->world; r++)
+		e.rank_cell[r] = (uint32_t)cell_of(a, r);
 	trades = all_rounds(&e, bound_ns);
 out:
 	phx_pl_links_close(e.links);
@@ -885,6 +903,8 @@ out:
 	free(e.first);
 	free(e.used);
 	free(e.order);
+	free(e.cell_at);
+	free(e.rank_cell);
 	free(e.dirty);
 	free(e.tried);
 	free(e.far_tried);

@@ -211,14 +211,19 @@ static void add_stage(const uint64_t *cur, uint64_t *nxt, uint64_t *least, const
 
 	for (unsigned long u = first; u <= lim; u++) {
 		const uint64_t *row = cur + u * w;
+		/*
+		 * Only near[0 .. lim - u] is read. Past u, near only grows by
+		 * hop a step, so the pass back changes nothing from u on.
+		 */
+		unsigned long top = u > lim - u ? u : lim - u;
 
-		for (unsigned long i = 0; i <= lim; i++) {
+		for (unsigned long i = 0; i <= top; i++) {
 			uint64_t here = i <= u ? row[i] : NONE,
 				 from = i ? plus(near[i - 1], hop) : NONE;
 
 			near[i] = here < from ? here : from;
 		}
-		for (unsigned long i = lim; i-- > 0;) {
+		for (unsigned long i = u; i-- > 0;) {
 			uint64_t from = plus(near[i + 1], hop);
 
 			near[i] = from < near[i] ? from : near[i];

@@ -163,19 +163,21 @@ static void add_all_to_all(struct pl_links *l, unsigned long r0, unsigned long s
 			   unsigned long size, uint64_t kib)
 {
 	const struct pl_alloc *a = l->a;
-	uint32_t unit[A2A_COUNTED][PL_SUB_LEVELS];
+	const uint32_t *unit[A2A_COUNTED];
+	uint32_t gpu[A2A_COUNTED];
 	bool one_unit = true;
 
 	for (unsigned long i = 0; i < size; i++) {
-		memcpy(unit[i], a->unit[node_of(l, l->gpu[r0 + i * stride])], sizeof(unit[i]));
+		gpu[i] = l->gpu[r0 + i * stride];
+		unit[i] = a->unit[node_of(l, gpu[i])];
 		one_unit = one_unit && unit[i][PHX_LEVEL_NVLINK] == unit[0][PHX_LEVEL_NVLINK];
 	}
 	for (unsigned long i = 0; one_unit && i < size; i++) {
-		bump(l, port_link(l->gpu[r0 + i * stride], NVL_OUT), kib * (size - 1));
-		bump(l, port_link(l->gpu[r0 + i * stride], NVL_IN), kib * (size - 1));
+		bump(l, port_link(gpu[i], NVL_OUT), kib * (size - 1));
+		bump(l, port_link(gpu[i], NVL_IN), kib * (size - 1));
 	}
 	for (unsigned long i = 0; !one_unit && i < size; i++) {
-		uint32_t g = l->gpu[r0 + i * stride];
+		uint32_t g = gpu[i];
 		uint64_t same[PL_SUB_LEVELS] = { 0 };
 
 		for (unsigned long j = 0; j < size; j++) {
@@ -344,18 +346,32 @@ static void consider(struct top *top, double t, size_t k)
 /* The busiest link, the first in the scan of those as busy, kept in l->now. */
 static void busiest(struct pl_links *l, struct pl_worst *w)
 {
+	const struct pl_alloc *a = l->a;
 	struct top top = { .at = 0 };
 	double sq = 0, up = 0;
+	/* Ports, then NICs, each kind at one cost: link_time() without its branches. */
+	double port = (double)a->weight[PHX_LEVEL_NODE], nic = (double)a->weight[PHX_LEVEL_LEAF];
 
-	for (size_t k = 0; k < l->n_links; k++) {
+	for (size_t k = 0; k < l->nic0; k++) {
+		double t = (double)l->load[k] * port;
+
+		sq += t * t;
+		consider(&top, t, k);
+	}
+	for (size_t k = l->nic0; k < l->up0[0]; k++) {
+		double t = (double)l->load[k] * nic / a->gpn;
+
+		sq += t * t;
+		consider(&top, t, k);
+	}
+	for (size_t k = l->up0[0]; k < l->n_links; k++) {
 		double t;
 
 		if (!l->load[k])
 			continue;
 		t = link_time(l, k, l->load[k]);
 		sq += t * t;
-		if (k >= l->up0[0] && t > up)
-			up = t;
+		up = t > up ? t : up;
 		consider(&top, t, k);
 	}
 	*w = (struct pl_worst){ .t = top.t, .sq = sq, .up = up, .tied = top.tied };

@@ -33,6 +33,10 @@
 #define TRIES_PER_NODE 48
 #define PASSES 2
 
+/* A rank's pipeline hops: to the stage before it, to the stage after it. */
+#define HOP_BACK 1u
+#define HOP_ON 2u
+
 struct touch {
 	unsigned dim; /* PHX_DIM_PP: a hop from rank base to base + stride */
 	unsigned long base;
@@ -50,6 +54,7 @@ struct counts {
 	uint32_t (*cnt)[PL_SUB_LEVELS];
 	uint8_t *level; /* what cnt says, kept with it */
 	uint32_t *of_rank; /* per rank: its group */
+	uint32_t *base; /* per rank: its group's first rank */
 	unsigned long n_groups;
 };
 
@@ -58,6 +63,7 @@ struct refiner {
 	uint32_t *rank_node;
 	uint32_t *first; /* per node: its ranks are rank_of[first[n] .. first[n+1]) */
 	unsigned long *rank_of;
+	uint8_t *sides; /* per entry of rank_of: HOP_BACK, HOP_ON, the hops its rank has */
 	uint32_t *slot; /* per node: which rank list it holds now */
 	uint32_t *members[2]; /* nodes per domain unit, then per leaf */
 	uint32_t *start[2];
@@ -145,27 +151,19 @@ static struct touch *touch(struct refiner *rf, unsigned dim, unsigned long base)
 /* Every group and hop with a rank on node n (side 0 or 1 of the swap). */
 static void touch_node(struct refiner *rf, uint32_t n, int side)
 {
-	const struct pl_alloc *a = rf->a;
 	uint32_t s = rf->slot[n];
 
 	for (uint32_t k = rf->first[s]; k < rf->first[s + 1]; k++) {
 		unsigned long r = rf->rank_of[k];
 
 		for (unsigned d = 0; d < PHX_DIM_COUNT; d++) {
-			unsigned long size = a->layout->size[d], st = rf->stride[d];
-			unsigned long c = r / st % size;
-
-			if (size < 2 || !a->traffic[d])
-				continue;
-			if (d != PHX_DIM_PP) {
-				touch(rf, d, r - c * st)->on[side]++;
-				continue;
-			}
-			if (c > 0)
-				touch(rf, d, r - st);
-			if (c + 1 < size)
-				touch(rf, d, r);
+			if (rf->groups[d].base)
+				touch(rf, d, rf->groups[d].base[r])->on[side]++;
 		}
+		if (rf->sides[k] & HOP_BACK)
+			touch(rf, PHX_DIM_PP, r - rf->stride[PHX_DIM_PP]);
+		if (rf->sides[k] & HOP_ON)
+			touch(rf, PHX_DIM_PP, r);
 	}
 }
 
@@ -276,17 +274,16 @@ static __int128 apply(struct refiner *rf, uint32_t x, uint32_t y)
 /* Node x and the nodes of its ranks' pipeline neighbours need another look. */
 static void mark(struct refiner *rf, uint32_t x)
 {
-	const struct pl_alloc *a = rf->a;
-	unsigned long st = rf->stride[PHX_DIM_PP], P = a->layout->size[PHX_DIM_PP];
+	unsigned long st = rf->stride[PHX_DIM_PP];
 	uint32_t s = rf->slot[x];
 
 	rf->next[x] = 1;
 	for (uint32_t k = rf->first[s]; k < rf->first[s + 1]; k++) {
-		unsigned long r = rf->rank_of[k], c = r / st % P;
+		unsigned long r = rf->rank_of[k];
 
-		if (c > 0)
+		if (rf->sides[k] & HOP_BACK)
 			rf->next[rf->rank_node[r - st]] = 1;
-		if (c + 1 < P)
+		if (rf->sides[k] & HOP_ON)
 			rf->next[rf->rank_node[r + st]] = 1;
 	}
 }
@@ -357,10 +354,13 @@ static int count_all(struct refiner *rf)
 		g->cnt = calloc(g->n_groups, sizeof(*g->cnt));
 		g->level = calloc(g->n_groups, sizeof(*g->level));
 		g->of_rank = calloc(a->world, sizeof(*g->of_rank));
-		if (!g->cnt || !g->level || !g->of_rank)
+		g->base = calloc(a->world, sizeof(*g->base));
+		if (!g->cnt || !g->level || !g->of_rank || !g->base)
 			return -1;
-		for (unsigned long r = 0; r < a->world; r++)
-			g->of_rank[r] = (uint32_t)group_of(rf, d, r - r / st % size * st);
+		for (unsigned long r = 0; r < a->world; r++) {
+			g->base[r] = (uint32_t)(r - r / st % size * st);
+			g->of_rank[r] = (uint32_t)group_of(rf, d, g->base[r]);
+		}
 		for (unsigned long hi = 0; hi < a->world; hi += st * size) {
 			for (unsigned long lo = 0; lo < st; lo++) {
 				unsigned long id = group_of(rf, d, hi + lo);
@@ -406,14 +406,14 @@ static bool anchored(const struct refiner *rf, uint32_t n, unsigned level)
 static bool strays(const struct refiner *rf, uint32_t n, unsigned level)
 {
 	const struct pl_alloc *a = rf->a;
-	unsigned long st = rf->stride[PHX_DIM_PP], P = a->layout->size[PHX_DIM_PP];
+	unsigned long st = rf->stride[PHX_DIM_PP];
 	uint32_t s = rf->slot[n];
 
 	for (uint32_t k = rf->first[s]; k < rf->first[s + 1]; k++) {
-		unsigned long r = rf->rank_of[k], c = r / st % P;
+		unsigned long r = rf->rank_of[k];
 
-		if ((c > 0 && span(a, n, rf->rank_node[r - st]) > level) ||
-		    (c + 1 < P && span(a, n, rf->rank_node[r + st]) > level))
+		if ((rf->sides[k] & HOP_BACK && span(a, n, rf->rank_node[r - st]) > level) ||
+		    (rf->sides[k] & HOP_ON && span(a, n, rf->rank_node[r + st]) > level))
 			return true;
 	}
 	return false;
@@ -486,25 +486,36 @@ static bool shares(const uint32_t *x, const uint32_t *y, size_t k)
 	return false;
 }
 
-/* Pipeline hops from the ranks of nodes[0 .. k) to ranks in unit u at level. */
-static unsigned hops_into(const struct refiner *rf, const uint32_t *nodes, size_t k, unsigned level,
-			  uint32_t u)
+/*
+ * Pipeline hops from the ranks of nodes[0 .. k) to ranks in unit u at
+ * level, less those to ranks in unit v.
+ */
+static long hops_gain(const struct refiner *rf, const uint32_t *nodes, size_t k, unsigned level,
+		      uint32_t u, uint32_t v)
 {
 	const struct pl_alloc *a = rf->a;
-	unsigned long st = rf->stride[PHX_DIM_PP], P = a->layout->size[PHX_DIM_PP];
-	unsigned hops = 0;
+	unsigned long st = rf->stride[PHX_DIM_PP];
+	long gain = 0;
 
 	for (size_t i = 0; i < k; i++) {
 		uint32_t s = rf->slot[nodes[i]];
 
 		for (uint32_t j = rf->first[s]; j < rf->first[s + 1]; j++) {
-			unsigned long r = rf->rank_of[j], c = r / st % P;
+			unsigned long r = rf->rank_of[j];
 
-			hops += c > 0 && a->unit[rf->rank_node[r - st]][level] == u;
-			hops += c + 1 < P && a->unit[rf->rank_node[r + st]][level] == u;
+			if (rf->sides[j] & HOP_BACK) {
+				uint32_t w = a->unit[rf->rank_node[r - st]][level];
+
+				gain += (w == u) - (w == v);
+			}
+			if (rf->sides[j] & HOP_ON) {
+				uint32_t w = a->unit[rf->rank_node[r + st]][level];
+
+				gain += (w == u) - (w == v);
+			}
 		}
 	}
-	return hops;
+	return gain;
 }
 
 /*
@@ -527,7 +538,7 @@ static bool pull_block(struct refiner *rf, uint32_t n, uint32_t b, unsigned k, u
 		return false;
 	/* The other nodes of n's block would pull the same block here again. */
 	rf->tried[k][xs[0]] = 1 + u;
-	gain = (long)hops_into(rf, xs, nb, level, u) - (long)hops_into(rf, xs, nb, level, ub);
+	gain = hops_gain(rf, xs, nb, level, u, ub);
 	for (uint32_t i = rf->start[k][u]; i < rf->start[k][u + 1]; i++) {
 		uint32_t c = rf->members[k][i];
 		bool inside = true;
@@ -540,9 +551,7 @@ static bool pull_block(struct refiner *rf, uint32_t n, uint32_t b, unsigned k, u
 			continue;
 		for (size_t j = 0; j < nc && inside; j++)
 			inside = a->unit[ys[j]][level] == u && ys[j] != n;
-		if (inside &&
-		    gain + (long)hops_into(rf, ys, nc, level, ub) >
-			    (long)hops_into(rf, ys, nc, level, u) &&
+		if (inside && gain > hops_gain(rf, ys, nc, level, u, ub) &&
 		    try_blocks(rf, xs, ys, nb))
 			return true;
 	}
@@ -588,7 +597,7 @@ static bool pull(struct refiner *rf, uint32_t n, uint32_t b)
 static bool pass(struct refiner *rf)
 {
 	const struct pl_alloc *a = rf->a;
-	unsigned long st = rf->stride[PHX_DIM_PP], P = a->layout->size[PHX_DIM_PP];
+	unsigned long st = rf->stride[PHX_DIM_PP];
 	bool moved = false;
 
 	for (uint32_t n = 0; n < a->n_nodes; n++) {
@@ -598,8 +607,9 @@ static bool pass(struct refiner *rf)
 		if (!rf->dirty[n])
 			continue;
 		for (uint32_t k = rf->first[rf->slot[n]]; k < rf->first[rf->slot[n] + 1]; k++) {
-			unsigned long r = rf->rank_of[k], c = r / st % P;
-			unsigned long nb[2] = { c > 0 ? r - st : r, c + 1 < P ? r + st : r };
+			unsigned long r = rf->rank_of[k];
+			unsigned long nb[2] = { rf->sides[k] & HOP_BACK ? r - st : r,
+						rf->sides[k] & HOP_ON ? r + st : r };
 
 			for (int j = 0; j < 2; j++) {
 				uint32_t b = rf->rank_node[nb[j]];
@@ -658,12 +668,14 @@ static int group_nodes(struct refiner *rf)
 static int index_ranks(struct refiner *rf)
 {
 	const struct pl_alloc *a = rf->a;
+	unsigned long st = rf->stride[PHX_DIM_PP], P = a->layout->size[PHX_DIM_PP];
 	uint32_t *fill = calloc(a->n_nodes + 1, sizeof(*fill));
 
 	rf->first = calloc(a->n_nodes + 1, sizeof(*rf->first));
 	rf->rank_of = calloc(a->world + 1, sizeof(*rf->rank_of));
+	rf->sides = calloc(a->world + 1, sizeof(*rf->sides));
 	rf->slot = calloc(a->n_nodes + 1, sizeof(*rf->slot));
-	if (!fill || !rf->first || !rf->rank_of || !rf->slot) {
+	if (!fill || !rf->first || !rf->rank_of || !rf->sides || !rf->slot) {
 		free(fill);
 		return -1;
 	}
@@ -673,8 +685,13 @@ static int index_ranks(struct refiner *rf)
 		rf->first[i + 1] += rf->first[i];
 		rf->slot[i] = (uint32_t)i;
 	}
-	for (unsigned long r = 0; r < a->world; r++)
-		rf->rank_of[rf->first[rf->rank_node[r]] + fill[rf->rank_node[r]]++] = r;
+	for (unsigned long r = 0; r < a->world; r++) {
+		uint32_t k = rf->first[rf->rank_node[r]] + fill[rf->rank_node[r]]++;
+		unsigned long c = r / st % P;
+
+		rf->rank_of[k] = r;
+		rf->sides[k] = (c > 0 ? HOP_BACK : 0) | (c + 1 < P ? HOP_ON : 0);
+	}
 	free(fill);
 	return 0;
 }
@@ -714,6 +731,7 @@ out:
 	free(rf.tried[1]);
 	free(rf.first);
 	free(rf.rank_of);
+	free(rf.sides);
 	free(rf.slot);
 	for (unsigned k = 0; k < 2; k++) {
 		free(rf.members[k]);
@@ -723,6 +741,7 @@ out:
 		free(rf.groups[d].cnt);
 		free(rf.groups[d].level);
 		free(rf.groups[d].of_rank);
+		free(rf.groups[d].base);
 	}
 	return rc;
 }

@@ -37,7 +37,8 @@
  * K maps made from the plan by random node swaps on cases of up to
  * --random-gpus GPUs (1024).
  *
- *   placement_bench [--seed N] [--max-gpus N] [--fabric ib|nvl72|block] [--naming rack|mixed]
+ *   placement_bench [--seed N] [--min-gpus N] [--max-gpus N] [--fabric ib|nvl72|block] [--naming
+ * rack|mixed]
  *                   [--dump DIR [--random K] [--random-gpus N]]
  */
 #include "config.h"
@@ -643,7 +644,7 @@ out:
 
 int main(int argc, char **argv)
 {
-	unsigned long max_gpus = 131072, seed = 42;
+	unsigned long min_gpus = 0, max_gpus = 131072, seed = 42;
 	const char *only = NULL, *naming = NULL;
 	struct tally t = { 0 };
 	unsigned missed;
@@ -651,6 +652,8 @@ int main(int argc, char **argv)
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--seed"))
 			seed = strtoul(argv[i + 1], NULL, 0);
+		else if (!strcmp(argv[i], "--min-gpus"))
+			min_gpus = strtoul(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "--max-gpus"))
 			max_gpus = strtoul(argv[i + 1], NULL, 0);
 		else if (!strcmp(argv[i], "--fabric"))
@@ -677,7 +680,8 @@ int main(int argc, char **argv)
 		if (naming && strcmp(naming, namings[m]))
 			continue;
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-			if (cases[i].gpus > max_gpus || (only && strcmp(only, cases[i].fabric)))
+			if (cases[i].gpus < min_gpus || cases[i].gpus > max_gpus ||
+			    (only && strcmp(only, cases[i].fabric)))
 				continue;
 			/* Each case its own stream: filters do not change the others. */
 			rng_state = (seed ? seed : 1) * 0x9e3779b97f4a7c15ull + i * 1000003ull;
