@@ -33,6 +33,12 @@ enum updown { DOWN, UP, DIRS };
 /* The two switch levels with uplinks: leaf and spine. */
 #define UPLINK_LEVELS 2
 
+/*
+ * Inlined where the caller's flags are constants: counting a whole step
+ * then takes no call and no journal test per flow.
+ */
+#define INLINE static inline __attribute__((always_inline))
+
 /* A link's load before the trade being priced. */
 struct pl_touch {
 	size_t link;
@@ -93,9 +99,10 @@ static inline uint32_t node_of(const struct pl_links *l, uint32_t gpu)
 	return l->gpn_shift >= 0 ? gpu >> l->gpn_shift : gpu / l->a->gpn;
 }
 
-static inline void bump(struct pl_links *l, size_t link, uint64_t kib)
+/* kib more on a link; journal: a trade is being priced (is_touched is set). */
+INLINE void load_link(struct pl_links *l, size_t link, uint64_t kib, bool journal)
 {
-	if (l->is_touched && !l->is_touched[link]) {
+	if (journal && !l->is_touched[link]) {
 		l->is_touched[link] = true;
 		l->touched[l->n_touched++] =
 			(struct pl_touch){ .link = link, .kib = l->load[link] };
@@ -103,26 +110,36 @@ static inline void bump(struct pl_links *l, size_t link, uint64_t kib)
 	l->load[link] += kib;
 }
 
-static void add_flow(struct pl_links *l, uint32_t src, uint32_t dst, uint64_t kib)
+static inline void bump(struct pl_links *l, size_t link, uint64_t kib)
+{
+	load_link(l, link, kib, l->is_touched != NULL);
+}
+
+INLINE void flow(struct pl_links *l, uint32_t src, uint32_t dst, uint64_t kib, bool journal)
 {
 	uint32_t n0 = node_of(l, src), n1 = node_of(l, dst);
 	const uint32_t *u0 = l->a->unit[n0], *u1 = l->a->unit[n1];
 
 	if (u0[PHX_LEVEL_NVLINK] == u1[PHX_LEVEL_NVLINK]) {
-		bump(l, port_link(src, NVL_OUT), kib);
-		bump(l, port_link(dst, NVL_IN), kib);
+		load_link(l, port_link(src, NVL_OUT), kib, journal);
+		load_link(l, port_link(dst, NVL_IN), kib, journal);
 		return;
 	}
-	bump(l, nic_link(l, n0, NIC_OUT), kib);
-	bump(l, nic_link(l, n1, NIC_IN), kib);
+	load_link(l, nic_link(l, n0, NIC_OUT), kib, journal);
+	load_link(l, nic_link(l, n1, NIC_IN), kib, journal);
 	for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
 		uint32_t from = u0[PHX_LEVEL_LEAF + v], to = u1[PHX_LEVEL_LEAF + v];
 
 		if (from == to)
 			break;
-		bump(l, uplink(l, v, from, UP), kib);
-		bump(l, uplink(l, v, to, DOWN), kib);
+		load_link(l, uplink(l, v, from, UP), kib, journal);
+		load_link(l, uplink(l, v, to, DOWN), kib, journal);
 	}
+}
+
+static void add_flow(struct pl_links *l, uint32_t src, uint32_t dst, uint64_t kib)
+{
+	flow(l, src, dst, kib, l->is_touched != NULL);
 }
 
 void phx_pl_gpu_of_ranks(const struct pl_alloc *a, const uint32_t *rank_node, uint32_t *taken,
@@ -155,16 +172,42 @@ uint64_t phx_pl_flow_kib(const struct pl_alloc *a, enum phx_dim d)
 #define A2A_COUNTED 64
 
 /*
+ * same[i]: how many members share member i's level-lv unit, itself
+ * included. Members fall in few units: O(size x units), not O(size^2).
+ */
+static void count_same(const uint32_t *const *unit, unsigned long size, unsigned lv, uint32_t *same)
+{
+	uint32_t id[A2A_COUNTED], n[A2A_COUNTED];
+	uint8_t at[A2A_COUNTED];
+	unsigned k = 0;
+
+	for (unsigned long i = 0; i < size; i++) {
+		unsigned j = 0;
+
+		while (j < k && id[j] != unit[i][lv])
+			j++;
+		if (j == k) {
+			id[k] = unit[i][lv];
+			n[k++] = 0;
+		}
+		n[j]++;
+		at[i] = (uint8_t)j;
+	}
+	for (unsigned long i = 0; i < size; i++)
+		same[i] = n[at[i]];
+}
+
+/*
  * An all-to-all group: every member sends kib to every other, so each link
  * carries kib times the members on its far side. Counting them per unit
  * gives add_flow()'s sums with O(size) link updates, not O(size^2).
  */
-static void add_all_to_all(struct pl_links *l, unsigned long r0, unsigned long stride,
-			   unsigned long size, uint64_t kib)
+INLINE void all_to_all(struct pl_links *l, unsigned long r0, unsigned long stride,
+		       unsigned long size, uint64_t kib, bool journal)
 {
 	const struct pl_alloc *a = l->a;
 	const uint32_t *unit[A2A_COUNTED];
-	uint32_t gpu[A2A_COUNTED];
+	uint32_t gpu[A2A_COUNTED], same[PL_SUB_LEVELS][A2A_COUNTED];
 	bool one_unit = true;
 
 	for (unsigned long i = 0; i < size; i++) {
@@ -172,38 +215,39 @@ static void add_all_to_all(struct pl_links *l, unsigned long r0, unsigned long s
 		unit[i] = a->unit[node_of(l, gpu[i])];
 		one_unit = one_unit && unit[i][PHX_LEVEL_NVLINK] == unit[0][PHX_LEVEL_NVLINK];
 	}
-	for (unsigned long i = 0; one_unit && i < size; i++) {
-		bump(l, port_link(gpu[i], NVL_OUT), kib * (size - 1));
-		bump(l, port_link(gpu[i], NVL_IN), kib * (size - 1));
-	}
-	for (unsigned long i = 0; !one_unit && i < size; i++) {
-		uint32_t g = gpu[i];
-		uint64_t same[PL_SUB_LEVELS] = { 0 };
-
-		for (unsigned long j = 0; j < size; j++) {
-			for (unsigned lv = PHX_LEVEL_NVLINK; lv < PL_SUB_LEVELS; lv++)
-				same[lv] += unit[i][lv] == unit[j][lv];
+	if (one_unit) {
+		for (unsigned long i = 0; i < size; i++) {
+			load_link(l, port_link(gpu[i], NVL_OUT), kib * (size - 1), journal);
+			load_link(l, port_link(gpu[i], NVL_IN), kib * (size - 1), journal);
 		}
-		/* Members in its NVLink unit over NVLink, the rest through its NIC. */
-		bump(l, port_link(g, NVL_OUT), kib * (same[PHX_LEVEL_NVLINK] - 1));
-		bump(l, port_link(g, NVL_IN), kib * (same[PHX_LEVEL_NVLINK] - 1));
-		bump(l, nic_link(l, node_of(l, g), NIC_OUT), kib * (size - same[PHX_LEVEL_NVLINK]));
-		bump(l, nic_link(l, node_of(l, g), NIC_IN), kib * (size - same[PHX_LEVEL_NVLINK]));
-		for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
-			uint64_t out = size - same[PHX_LEVEL_LEAF + v];
+		return;
+	}
+	for (unsigned lv = PHX_LEVEL_NVLINK; lv < PL_SUB_LEVELS; lv++)
+		count_same(unit, size, lv, same[lv]);
+	for (unsigned long i = 0; i < size; i++) {
+		uint32_t g = gpu[i];
 
-			bump(l, uplink(l, v, unit[i][PHX_LEVEL_LEAF + v], UP), kib * out);
-			bump(l, uplink(l, v, unit[i][PHX_LEVEL_LEAF + v], DOWN), kib * out);
+		/* Members in its NVLink unit over NVLink, the rest through its NIC. */
+		load_link(l, port_link(g, NVL_OUT), kib * (same[PHX_LEVEL_NVLINK][i] - 1), journal);
+		load_link(l, port_link(g, NVL_IN), kib * (same[PHX_LEVEL_NVLINK][i] - 1), journal);
+		load_link(l, nic_link(l, node_of(l, g), NIC_OUT),
+			  kib * (size - same[PHX_LEVEL_NVLINK][i]), journal);
+		load_link(l, nic_link(l, node_of(l, g), NIC_IN),
+			  kib * (size - same[PHX_LEVEL_NVLINK][i]), journal);
+		for (unsigned v = 0; v < UPLINK_LEVELS; v++) {
+			uint64_t out = size - same[PHX_LEVEL_LEAF + v][i];
+
+			load_link(l, uplink(l, v, unit[i][PHX_LEVEL_LEAF + v], UP), kib * out,
+				  journal);
+			load_link(l, uplink(l, v, unit[i][PHX_LEVEL_LEAF + v], DOWN), kib * out,
+				  journal);
 		}
 	}
 }
 
-static void add_group(const struct pl_alloc *a, const uint32_t *gpu,
-		      const struct pl_flow_sink *sink, enum phx_dim d, unsigned long r0,
-		      unsigned long stride, unsigned long size)
+INLINE void add_group(const uint32_t *gpu, const struct pl_flow_sink *sink, enum phx_dim d,
+		      unsigned long r0, unsigned long stride, unsigned long size, uint64_t kib)
 {
-	uint64_t kib = phx_pl_flow_kib(a, d);
-
 	if (d == PHX_DIM_EP && sink->all_to_all && size <= A2A_COUNTED) {
 		sink->all_to_all(sink->ctx, r0, stride, size, kib);
 		return;
@@ -223,7 +267,8 @@ static void add_group(const struct pl_alloc *a, const uint32_t *gpu,
 	}
 }
 
-void phx_pl_step_flows(const struct pl_alloc *a, const uint32_t *gpu,
+/* Inlined into add_step(), where the sink is known. */
+INLINE void step_flows(const struct pl_alloc *a, const uint32_t *gpu,
 		       const struct pl_flow_sink *sink)
 {
 	const struct phx_layout *lay = a->layout;
@@ -231,14 +276,15 @@ void phx_pl_step_flows(const struct pl_alloc *a, const uint32_t *gpu,
 
 	for (int d = 0; d < PHX_DIM_COUNT; d++) {
 		unsigned long stride = phx_layout_stride(lay, (enum phx_dim)d), size = lay->size[d];
+		uint64_t kib = phx_pl_flow_kib(a, (enum phx_dim)d);
 
 		if (size < 2 || !a->traffic[d])
 			continue;
 		for (unsigned long hi = 0; hi < a->world; hi += stride * size) {
 			for (unsigned long lo = 0; lo < stride; lo++) {
 				if (d != PHX_DIM_PP) {
-					add_group(a, gpu, sink, (enum phx_dim)d, hi + lo, stride,
-						  size);
+					add_group(gpu, sink, (enum phx_dim)d, hi + lo, stride, size,
+						  kib);
 					continue;
 				}
 				for (unsigned long s = 0; s + 1 < size; s++) {
@@ -253,22 +299,29 @@ void phx_pl_step_flows(const struct pl_alloc *a, const uint32_t *gpu,
 	}
 }
 
-static void sink_flow(void *ctx, uint32_t src, uint32_t dst, uint64_t kib)
+void phx_pl_step_flows(const struct pl_alloc *a, const uint32_t *gpu,
+		       const struct pl_flow_sink *sink)
 {
-	add_flow(ctx, src, dst, kib);
+	step_flows(a, gpu, sink);
 }
 
-static void sink_all_to_all(void *ctx, unsigned long r0, unsigned long stride, unsigned long size,
+/* Whole steps are counted before any trade is priced: no journal. */
+INLINE void sink_flow(void *ctx, uint32_t src, uint32_t dst, uint64_t kib)
+{
+	flow(ctx, src, dst, kib, false);
+}
+
+INLINE void sink_all_to_all(void *ctx, unsigned long r0, unsigned long stride, unsigned long size,
 			    uint64_t kib)
 {
-	add_all_to_all(ctx, r0, stride, size, kib);
+	all_to_all(ctx, r0, stride, size, kib, false);
 }
 
 static void add_step(struct pl_links *l)
 {
-	phx_pl_step_flows(l->a, l->gpu,
-			  &(struct pl_flow_sink){
-				  .flow = sink_flow, .all_to_all = sink_all_to_all, .ctx = l });
+	step_flows(l->a, l->gpu,
+		   &(struct pl_flow_sink){
+			   .flow = sink_flow, .all_to_all = sink_all_to_all, .ctx = l });
 }
 
 /* Link k's time with kib on it, ns x 1024. */

@@ -27,6 +27,7 @@ struct pl_unit {
 	uint32_t rem; /* free GPUs below */
 	/* [l] for l below this unit's level: most free GPUs in one level-l unit below */
 	uint32_t maxrem[PL_SUB_LEVELS];
+	uint32_t n_max[PL_SUB_LEVELS]; /* children that hold maxrem[l] */
 	uint32_t node; /* level 0: allocated node index */
 	uint32_t cursor; /* children before it are full */
 	uint8_t level;
@@ -106,8 +107,11 @@ static void sum_up(struct pl_tree *t, const uint32_t *off)
 
 			up->rem += c->rem;
 			for (int m = 0; m <= l; m++) {
-				if (val(c, (unsigned)m) > up->maxrem[m])
+				if (val(c, (unsigned)m) > up->maxrem[m]) {
 					up->maxrem[m] = val(c, (unsigned)m);
+					up->n_max[m] = 0;
+				}
+				up->n_max[m] += val(c, (unsigned)m) == up->maxrem[m];
 			}
 		}
 	}
@@ -203,13 +207,17 @@ static uint32_t pick(struct pl_tree *t, uint32_t u, unsigned j)
 
 static void recompute(struct pl_tree *t, struct pl_unit *p, unsigned l)
 {
-	uint32_t m = 0;
+	uint32_t m = 0, n = 0;
 
 	for (uint32_t c = p->first; c < p->first + p->count; c++) {
-		if (val(&t->u[c], l) > m)
+		if (val(&t->u[c], l) > m) {
 			m = val(&t->u[c], l);
+			n = 0;
+		}
+		n += val(&t->u[c], l) == m;
 	}
 	p->maxrem[l] = m;
+	p->n_max[l] = n;
 }
 
 /* Takes k GPUs of node unit n; keeps every maximum above it exact. */
@@ -224,11 +232,11 @@ static void consume(struct pl_tree *t, uint32_t n, uint32_t k)
 	while (c->parent != PL_NONE) {
 		struct pl_unit *p = &t->u[c->parent];
 
-		/* A maximum only drops when the child held it. */
+		/* A maximum only drops when the last child that held it drops. */
 		for (unsigned l = 0; l <= c->level; l++) {
 			uint32_t was = p->maxrem[l];
 
-			if (after[l] < before[l] && before[l] == was)
+			if (after[l] < before[l] && before[l] == was && !--p->n_max[l])
 				recompute(t, p, l);
 			before[l] = was;
 			after[l] = p->maxrem[l];

@@ -68,6 +68,7 @@ struct refiner {
 	uint32_t *members[2]; /* nodes per domain unit, then per leaf */
 	uint32_t *start[2];
 	unsigned long stride[PHX_DIM_COUNT];
+	uint64_t price[PHX_DIM_COUNT][PHX_LEVEL_COUNT]; /* set_prices() */
 	struct counts groups[PHX_DIM_COUNT];
 	/* Per dimension: a node's ranks touch at most 2 hops or 1 group each. */
 	struct touch touched[PHX_DIM_COUNT][4 * MAX_GPN];
@@ -86,13 +87,6 @@ static unsigned span(const struct pl_alloc *a, uint32_t n0, uint32_t n1)
 	while (l < PL_SUB_LEVELS && a->unit[n0][l] != a->unit[n1][l])
 		l++;
 	return l;
-}
-
-static unsigned long group_of(const struct refiner *rf, unsigned d, unsigned long base)
-{
-	unsigned long st = rf->stride[d], size = rf->a->layout->size[d];
-
-	return base / (st * size) * st + base % st;
 }
 
 static void count_group(const struct refiner *rf, unsigned d, unsigned long base, uint32_t *cnt)
@@ -119,18 +113,23 @@ static unsigned level_of(const struct pl_alloc *a, unsigned d, const uint32_t *c
 	return level;
 }
 
-static uint64_t group_cost(const struct pl_alloc *a, unsigned d, const uint32_t *cnt)
+/* What a group of each dimension, or a pipeline hop, costs at each level it spans. */
+static void set_prices(struct refiner *rf)
 {
-	return phx_sat_mul(a->traffic[d] * a->layout->size[d], a->weight[level_of(a, d, cnt)]);
+	const struct pl_alloc *a = rf->a;
+
+	for (unsigned d = 0; d < PHX_DIM_COUNT; d++) {
+		uint64_t per = d == PHX_DIM_PP ? a->traffic[d] : a->traffic[d] * a->layout->size[d];
+
+		for (unsigned l = 0; l < PHX_LEVEL_COUNT; l++)
+			rf->price[d][l] = phx_sat_mul(per, a->weight[l]);
+	}
 }
 
 static uint64_t hop_cost(const struct refiner *rf, unsigned long r)
 {
-	const struct pl_alloc *a = rf->a;
-
-	return phx_sat_mul(
-		a->traffic[PHX_DIM_PP],
-		a->weight[span(a, rf->rank_node[r], rf->rank_node[r + rf->stride[PHX_DIM_PP]])]);
+	return rf->price[PHX_DIM_PP]
+			[span(rf->a, rf->rank_node[r], rf->rank_node[r + rf->stride[PHX_DIM_PP]])];
 }
 
 static struct touch *touch(struct refiner *rf, unsigned dim, unsigned long base)
@@ -180,9 +179,9 @@ static uint64_t price_before(const struct refiner *rf)
 			else
 				sum = phx_sat_add(
 					sum,
-					group_cost(
-						rf->a, d,
-						rf->groups[d].cnt[rf->groups[d].of_rank[t->base]]));
+					rf->price[d]
+						 [rf->groups[d]
+							  .level[rf->groups[d].of_rank[t->base]]]);
 		}
 	}
 	return sum;
@@ -222,7 +221,7 @@ static uint64_t price_after(struct refiner *rf, uint32_t x, uint32_t y)
 				continue;
 			}
 			recount(rf, t, x, y);
-			sum = phx_sat_add(sum, group_cost(rf->a, d, t->cnt));
+			sum = phx_sat_add(sum, rf->price[d][level_of(rf->a, d, t->cnt)]);
 		}
 	}
 	return sum;
@@ -357,14 +356,13 @@ static int count_all(struct refiner *rf)
 		g->base = calloc(a->world, sizeof(*g->base));
 		if (!g->cnt || !g->level || !g->of_rank || !g->base)
 			return -1;
-		for (unsigned long r = 0; r < a->world; r++) {
-			g->base[r] = (uint32_t)(r - r / st % size * st);
-			g->of_rank[r] = (uint32_t)group_of(rf, d, g->base[r]);
-		}
-		for (unsigned long hi = 0; hi < a->world; hi += st * size) {
-			for (unsigned long lo = 0; lo < st; lo++) {
-				unsigned long id = group_of(rf, d, hi + lo);
-
+		/* Groups numbered in the order of their first ranks. */
+		for (unsigned long hi = 0, id = 0; hi < a->world; hi += st * size) {
+			for (unsigned long lo = 0; lo < st; lo++, id++) {
+				for (unsigned long i = 0; i < size; i++) {
+					g->base[hi + lo + i * st] = (uint32_t)(hi + lo);
+					g->of_rank[hi + lo + i * st] = (uint32_t)id;
+				}
 				count_group(rf, d, hi + lo, g->cnt[id]);
 				g->level[id] = (uint8_t)level_of(a, d, g->cnt[id]);
 			}
@@ -705,6 +703,7 @@ long phx_pl_refine(const struct pl_alloc *a, uint32_t *rank_node)
 		return 0;
 	for (unsigned d = 0; d < PHX_DIM_COUNT; d++)
 		rf.stride[d] = phx_layout_stride(a->layout, (enum phx_dim)d);
+	set_prices(&rf);
 	rf.budget = (unsigned long)a->n_nodes * TRIES_PER_NODE;
 	rf.tried[0] = calloc(a->n_nodes + 1, sizeof(*rf.tried[0]));
 	rf.tried[1] = calloc(a->n_nodes + 1, sizeof(*rf.tried[1]));
