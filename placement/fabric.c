@@ -36,32 +36,42 @@ static size_t digits_from(const char *s, size_t len)
 	return len;
 }
 
-int phx_hostname_cmp(const char *a, const char *b)
+void phx_hostname_key(const char *name, struct phx_hostname_key *k)
 {
-	size_t la = strlen(a), lb = strlen(b);
-	size_t pa = digits_from(a, la), pb = digits_from(b, lb);
-	size_t za, zb, na, nb;
-	int c = memcmp(a, b, pa < pb ? pa : pb);
+	k->name = name;
+	k->len = strlen(name);
+	k->digits = digits_from(name, k->len);
+	for (k->number = k->digits; k->number < k->len && name[k->number] == '0'; k->number++)
+		;
+}
+
+int phx_hostname_key_cmp(const struct phx_hostname_key *a, const struct phx_hostname_key *b)
+{
+	size_t na = a->len - a->number, nb = b->len - b->number;
+	int c = memcmp(a->name, b->name, a->digits < b->digits ? a->digits : b->digits);
 
 	if (c)
 		return c < 0 ? -1 : 1;
-	if (pa != pb)
-		return pa < pb ? -1 : 1;
+	if (a->digits != b->digits)
+		return a->digits < b->digits ? -1 : 1;
 	/* Same prefix: compare the trailing numbers by value. */
-	for (za = pa; za < la && a[za] == '0'; za++)
-		;
-	for (zb = pb; zb < lb && b[zb] == '0'; zb++)
-		;
-	na = la - za;
-	nb = lb - zb;
 	if (na != nb)
 		return na < nb ? -1 : 1;
-	c = memcmp(a + za, b + zb, na);
+	c = memcmp(a->name + a->number, b->name + b->number, na);
 	if (c)
 		return c < 0 ? -1 : 1;
 	/* "n01" and "n1": any fixed order will do. */
-	c = strcmp(a, b);
+	c = strcmp(a->name, b->name);
 	return c < 0 ? -1 : c > 0;
+}
+
+int phx_hostname_cmp(const char *a, const char *b)
+{
+	struct phx_hostname_key x, y;
+
+	phx_hostname_key(a, &x);
+	phx_hostname_key(b, &y);
+	return phx_hostname_key_cmp(&x, &y);
 }
 
 /* ---------------------------------------------------------------- builder */

@@ -80,6 +80,18 @@ const unsigned long *phx_fabric_default_bandwidth(void);
  */
 int phx_hostname_cmp(const char *a, const char *b);
 
+/* A host name taken apart once: sorting many compares each name often. */
+struct phx_hostname_key {
+	const char *name;
+	size_t len;
+	size_t digits; /* where its trailing digits start */
+	size_t number; /* where they start past leading zeros */
+};
+
+void phx_hostname_key(const char *name, struct phx_hostname_key *k);
+/* phx_hostname_cmp() of the two names. */
+int phx_hostname_key_cmp(const struct phx_hostname_key *a, const struct phx_hostname_key *b);
+
 /*
  * Binary search for name among n entries sorted by phx_hostname_cmp();
  * name_at(ctx, i) gives the name of entry i. Its index, or -1.

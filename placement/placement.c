@@ -188,13 +188,14 @@ static int check_input(struct placer *p)
 }
 
 struct named {
-	const char *name;
+	struct phx_hostname_key key;
 	size_t index;
 };
 
 static int by_name(const void *x, const void *y)
 {
-	return phx_hostname_cmp(((const struct named *)x)->name, ((const struct named *)y)->name);
+	return phx_hostname_key_cmp(&((const struct named *)x)->key,
+				    &((const struct named *)y)->key);
 }
 
 static const char *name_of(const struct placer *p, size_t i)
@@ -224,7 +225,7 @@ static int sort_allocation(struct placer *p)
 		return fail(p, "out of memory");
 	}
 	for (size_t i = 0; i < n; i++) {
-		v[i].name = p->in->nodes[i];
+		phx_hostname_key(p->in->nodes[i], &v[i].key);
 		v[i].index = i;
 	}
 	qsort(v, n, sizeof(*v), by_name);

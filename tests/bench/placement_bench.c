@@ -37,9 +37,8 @@
  * K maps made from the plan by random node swaps on cases of up to
  * --random-gpus GPUs (1024).
  *
- *   placement_bench [--seed N] [--min-gpus N] [--max-gpus N] [--fabric ib|nvl72|block] [--naming
- * rack|mixed]
- *                   [--dump DIR [--random K] [--random-gpus N]]
+ *   placement_bench [--seed N] [--min-gpus N] [--max-gpus N] [--fabric ib|nvl72|block]
+ *                   [--naming rack|mixed] [--dump DIR [--random K] [--random-gpus N]]
  */
 #include "config.h"
 

@@ -1486,14 +1486,20 @@ static size_t pick_pairs(const struct phx_plan *plan, const uint32_t *map, uint3
 
 /*
  * The link model's busiest link of map counted afresh is got; sums of
- * squares up to the rounding the spreading pass allows for.
+ * squares up to the rounding the spreading pass allows for. The step time
+ * alone, found by its own scan, is the busiest link's.
  */
 static void assert_fresh_worst(const struct pl_alloc *a, const uint32_t *map,
 			       const struct pl_worst *got, int round, int k)
 {
 	struct pl_worst fresh;
+	uint64_t ns;
 
 	assert_int_equal(phx_pl_links(a, map, &fresh), 0);
+	assert_int_equal(phx_pl_step_time(a, map, &ns), 0);
+	if (ns != (uint64_t)fresh.t)
+		fail_msg("round %d, trade %d: step time %llu ns, busiest link %.0f ns", round, k,
+			 (unsigned long long)ns, fresh.t);
 	if (got->t != fresh.t || got->tied != fresh.tied || got->kind != fresh.kind ||
 	    got->where != fresh.where || got->up != fresh.up ||
 	    fabs(got->sq - fresh.sq) > 1e-9 * fresh.sq)
