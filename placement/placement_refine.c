@@ -166,6 +166,12 @@ static void touch_node(struct refiner *rf, uint32_t n, int side)
 	}
 }
 
+/* The level rank r's dim-d group spans, as its counts say. */
+static unsigned group_level(const struct refiner *rf, unsigned d, unsigned long r)
+{
+	return rf->groups[d].level[rf->groups[d].of_rank[r]];
+}
+
 static uint64_t price_before(const struct refiner *rf)
 {
 	uint64_t sum = 0;
@@ -177,11 +183,7 @@ static uint64_t price_before(const struct refiner *rf)
 			if (d == PHX_DIM_PP)
 				sum = phx_sat_add(sum, hop_cost(rf, t->base));
 			else
-				sum = phx_sat_add(
-					sum,
-					rf->price[d]
-						 [rf->groups[d]
-							  .level[rf->groups[d].of_rank[t->base]]]);
+				sum = phx_sat_add(sum, rf->price[d][group_level(rf, d, t->base)]);
 		}
 	}
 	return sum;
@@ -369,11 +371,6 @@ static int count_all(struct refiner *rf)
 		}
 	}
 	return 0;
-}
-
-static unsigned group_level(const struct refiner *rf, unsigned d, unsigned long r)
-{
-	return rf->groups[d].level[rf->groups[d].of_rank[r]];
 }
 
 /*
