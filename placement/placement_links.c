@@ -324,6 +324,17 @@ static void add_step(struct pl_links *l)
 			   .flow = sink_flow, .all_to_all = sink_all_to_all, .ctx = l });
 }
 
+/* A port's (a NIC's) time with kib on it, ns x 1024: every port (NIC) costs alike. */
+static inline double port_time(const struct pl_alloc *a, uint64_t kib)
+{
+	return (double)kib * (double)a->weight[PHX_LEVEL_NODE];
+}
+
+static inline double nic_time(const struct pl_alloc *a, uint64_t kib)
+{
+	return (double)kib * (double)a->weight[PHX_LEVEL_LEAF] / a->gpn;
+}
+
 /* Link k's time with kib on it, ns x 1024. */
 static double link_time(const struct pl_links *l, size_t k, uint64_t kib)
 {
@@ -331,9 +342,9 @@ static double link_time(const struct pl_links *l, size_t k, uint64_t kib)
 	unsigned v;
 
 	if (k < l->nic0)
-		return (double)kib * (double)a->weight[PHX_LEVEL_NODE];
+		return port_time(a, kib);
 	if (k < l->up0[0])
-		return (double)kib * (double)a->weight[PHX_LEVEL_LEAF] / a->gpn;
+		return nic_time(a, kib);
 	v = k >= l->up0[1];
 	return (double)kib * (double)a->weight[PHX_LEVEL_SPINE + v] /
 	       (double)l->gpus[v][(k - l->up0[v]) / DIRS];
@@ -402,17 +413,16 @@ static void busiest(struct pl_links *l, struct pl_worst *w)
 	const struct pl_alloc *a = l->a;
 	struct top top = { .at = 0 };
 	double sq = 0, up = 0;
-	/* Ports, then NICs, each kind at one cost: link_time() without its branches. */
-	double port = (double)a->weight[PHX_LEVEL_NODE], nic = (double)a->weight[PHX_LEVEL_LEAF];
 
+	/* Ports, then NICs: link_time() without its branches. */
 	for (size_t k = 0; k < l->nic0; k++) {
-		double t = (double)l->load[k] * port;
+		double t = port_time(a, l->load[k]);
 
 		sq += t * t;
 		consider(&top, t, k);
 	}
 	for (size_t k = l->nic0; k < l->up0[0]; k++) {
-		double t = (double)l->load[k] * nic / a->gpn;
+		double t = nic_time(a, l->load[k]);
 
 		sq += t * t;
 		consider(&top, t, k);
@@ -450,9 +460,7 @@ static double top_time(const struct pl_links *l)
 		port = l->load[k] > port ? l->load[k] : port;
 	for (size_t k = l->nic0; k < l->up0[0]; k++)
 		nic = l->load[k] > nic ? l->load[k] : nic;
-	t = (double)port * (double)a->weight[PHX_LEVEL_NODE];
-	if ((double)nic * (double)a->weight[PHX_LEVEL_LEAF] / a->gpn > t)
-		t = (double)nic * (double)a->weight[PHX_LEVEL_LEAF] / a->gpn;
+	t = port_time(a, port) > nic_time(a, nic) ? port_time(a, port) : nic_time(a, nic);
 	return up > t ? up : t;
 }
 
