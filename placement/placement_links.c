@@ -110,11 +110,6 @@ INLINE void load_link(struct pl_links *l, size_t link, uint64_t kib, bool journa
 	l->load[link] += kib;
 }
 
-static inline void bump(struct pl_links *l, size_t link, uint64_t kib)
-{
-	load_link(l, link, kib, l->is_touched != NULL);
-}
-
 INLINE void flow(struct pl_links *l, uint32_t src, uint32_t dst, uint64_t kib, bool journal)
 {
 	uint32_t n0 = node_of(l, src), n1 = node_of(l, dst);
