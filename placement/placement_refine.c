@@ -448,7 +448,7 @@ static size_t block_of(const struct refiner *rf, uint32_t n, unsigned level, uns
 	size = a->layout->size[*dim];
 	if (size > MAX_BLOCK)
 		return 0;
-	base = r - r / st % size * st;
+	base = rf->groups[*dim].base[r];
 	for (unsigned long i = 0; i < size; i++) {
 		nodes[i] = rf->rank_node[base + i * st];
 		for (unsigned long j = 0; j < i; j++) {
@@ -462,12 +462,9 @@ static size_t block_of(const struct refiner *rf, uint32_t n, unsigned level, uns
 /* Whether node c holds the first member of its first rank's dim group. */
 static bool leads(const struct refiner *rf, uint32_t c, unsigned dim)
 {
-	unsigned long st = rf->stride[dim], size = rf->a->layout->size[dim], r;
-
 	if (rf->first[rf->slot[c]] == rf->first[rf->slot[c] + 1])
 		return false;
-	r = rf->rank_of[rf->first[rf->slot[c]]];
-	return rf->rank_node[r - r / st % size * st] == c;
+	return rf->rank_node[rf->groups[dim].base[rf->rank_of[rf->first[rf->slot[c]]]]] == c;
 }
 
 static bool shares(const uint32_t *x, const uint32_t *y, size_t k)
